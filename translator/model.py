@@ -1,0 +1,294 @@
+"""The encoder–decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017),
+in the paper's order: embeddings and positional encoding, encoder layers, decoder layers,
+the output projection. Read top to bottom.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from translator.attention import KeyValueCache, MultiHeadAttention
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 256  # width of every token vector
+    heads: int = 8  # attention heads per layer; d_k = d_model / heads
+    layers: int = 3  # encoder layers (and decoder layers unless decoder_layers is set)
+    decoder_layers: int | None = None  # decoder depth; None means the same as `layers`
+    d_ff: int = 1024  # inner width of the position-wise feed-forward network
+    dropout: float = 0.1  # on embeddings, sub-layer outputs and attention weights
+    norm: str = "pre"  # "pre": LayerNorm before each sub-layer (stable); "post": the paper's
+    share_embeddings: bool = True  # one embedding for source and target (joint vocabulary)
+    max_positions: int = 1024  # longest sequence the positional table covers
+    source_vocab_size: int = 0  # set from the tokenizer by training, not by hand
+    target_vocab_size: int = 0  # set from the tokenizer by training, not by hand
+    pad_id: int = 0  # padding token id, masked everywhere
+
+    def __post_init__(self) -> None:
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"model.norm must be 'pre' or 'post', not {self.norm!r}")
+        if self.d_model % self.heads != 0:
+            raise ValueError(f"model.d_model ({self.d_model}) must be divisible by model.heads")
+
+    @property
+    def num_decoder_layers(self) -> int:
+        return self.layers if self.decoder_layers is None else self.decoder_layers
+
+
+# ---------------------------------------------------------------- embeddings and positions
+
+
+def sinusoidal_positions(length: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""
+    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    angle = position / torch.pow(10000.0, two_i / d_model)
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table
+
+
+class Embeddings(nn.Module):
+    """Token embedding × √d_model plus the fixed sinusoidal position signal."""
+
+    def __init__(self, vocab_size: int, config: ModelConfig) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, config.d_model, padding_idx=config.pad_id)
+        # N(0, d^-½) keeps embedding × √d at unit scale, which the tied output layer likes.
+        nn.init.normal_(self.tokens.weight, mean=0.0, std=config.d_model**-0.5)
+        nn.init.zeros_(self.tokens.weight[config.pad_id])
+        self.scale = math.sqrt(config.d_model)
+        self.register_buffer(
+            "positions", sinusoidal_positions(config.max_positions, config.d_model), persistent=False
+        )
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, token_ids: Tensor, offset: int = 0) -> Tensor:
+        length = token_ids.size(1)
+        if offset + length > self.positions.size(0):
+            raise ValueError(
+                f"sequence of {offset + length} tokens is longer than model.max_positions "
+                f"({self.positions.size(0)})"
+            )
+        x = self.tokens(token_ids) * self.scale + self.positions[offset : offset + length]
+        return self.dropout(x)
+
+
+# ---------------------------------------------------------------- the layers
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x·W1 + b1)·W2 + b2, applied to each position alone."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(config.d_model, config.d_ff),
+            nn.ReLU(),
+            nn.Dropout(config.dropout),
+            nn.Linear(config.d_ff, config.d_model),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class Residual(nn.Module):
+    """A residual connection around one sub-layer, with its layer norm before (pre-norm) or
+    after the sum (post-norm, the paper's LayerNorm(x + Sublayer(x)))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.norm == "pre"
+
+    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:
+        """``sublayer`` maps a tensor to (output, attention weights or None)."""
+        if self.pre_norm:
+            out, weights = sublayer(self.norm(x))
+            return x + self.dropout(out), weights
+        out, weights = sublayer(x)
+        return self.norm(x + self.dropout(out)), weights
+
+
+def _no_weights(out: Tensor) -> tuple[Tensor, None]:
+    return out, None
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention over the source, then the feed-forward network."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
+        self.feed_forward = FeedForward(config)
+        self.attention_residual = Residual(config)
+        self.feed_forward_residual = Residual(config)
+
+    def forward(self, x: Tensor, source_mask: Tensor) -> Tensor:
+        x, _ = self.attention_residual(x, lambda h: self.self_attention(h, mask=source_mask))
+        x, _ = self.feed_forward_residual(x, lambda h: _no_weights(self.feed_forward(h)))
+        return x
+
+
+@dataclass
+class DecoderLayerCache:
+    self_attention: KeyValueCache = field(default_factory=KeyValueCache)
+    cross_attention: KeyValueCache = field(default_factory=KeyValueCache)
+
+
+class DecoderLayer(nn.Module):
+    """Masked (causal) self-attention over the target so far, cross-attention from the
+    target to the encoder output, then the feed-forward network."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
+        self.cross_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
+        self.feed_forward = FeedForward(config)
+        self.self_attention_residual = Residual(config)
+        self.cross_attention_residual = Residual(config)
+        self.feed_forward_residual = Residual(config)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        target_mask: Tensor | None,
+        source_mask: Tensor,
+        cache: DecoderLayerCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        self_cache = cache.self_attention if cache else None
+        cross_cache = cache.cross_attention if cache else None
+        x, _ = self.self_attention_residual(
+            x, lambda h: self.self_attention(h, mask=target_mask, cache=self_cache)
+        )
+        x, cross_weights = self.cross_attention_residual(
+            x,
+            lambda h: self.cross_attention(
+                h, memory, mask=source_mask, cache=cross_cache,
+                static_keys_values=True, need_weights=need_weights,
+            ),
+        )
+        x, _ = self.feed_forward_residual(x, lambda h: _no_weights(self.feed_forward(h)))
+        return x, cross_weights
+
+
+# ---------------------------------------------------------------- the whole model
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding keeps between steps: per-layer keys/values and how
+    many target positions have been decoded."""
+
+    layers: list[DecoderLayerCache]
+    length: int = 0
+
+    def select(self, indices: Tensor) -> None:
+        """Reorder/duplicate batch rows (beam search keeps the surviving hypotheses)."""
+        for layer in self.layers:
+            layer.self_attention.select(indices)
+            layer.cross_attention.select(indices)
+
+
+@dataclass
+class DecoderOutput:
+    logits: Tensor  # [batch, target_len, target_vocab]
+    cross_attention: list[Tensor] | None  # one [batch, heads, target_len, source_len] per layer
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.source_vocab_size <= 0 or config.target_vocab_size <= 0:
+            raise ValueError("model.source_vocab_size and target_vocab_size must be set")
+        if config.share_embeddings and config.source_vocab_size != config.target_vocab_size:
+            raise ValueError("share_embeddings needs one joint vocabulary for both languages")
+        self.config = config
+        self.source_embeddings = Embeddings(config.source_vocab_size, config)
+        self.target_embeddings = (
+            self.source_embeddings
+            if config.share_embeddings
+            else Embeddings(config.target_vocab_size, config)
+        )
+        self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.layers))
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(config) for _ in range(config.num_decoder_layers)
+        )
+        # Pre-norm leaves the residual stream un-normalised, so each stack ends with a norm.
+        pre_norm = config.norm == "pre"
+        self.encoder_norm = nn.LayerNorm(config.d_model) if pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(config.d_model) if pre_norm else nn.Identity()
+        # The output projection reuses the target embedding matrix (weight tying).
+        self.output_bias = nn.Parameter(torch.zeros(config.target_vocab_size))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # masks: True where attention may look
+    def source_mask(self, source: Tensor) -> Tensor:
+        """[batch, 1, 1, source_len]: every query may look at every non-pad source token."""
+        return (source != self.config.pad_id)[:, None, None, :]
+
+    def target_mask(self, target_input: Tensor) -> Tensor:
+        """[batch, 1, T, T]: causal (no looking ahead) and no looking at padding."""
+        length = target_input.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=target_input.device).tril()
+        return causal[None, None] & (target_input != self.config.pad_id)[:, None, None, :]
+
+    def encode(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        """Source ids [batch, S] → (memory [batch, S, d_model], source_mask)."""
+        source_mask = self.source_mask(source)
+        x = self.source_embeddings(source)
+        for layer in self.encoder_layers:
+            x = layer(x, source_mask)
+        return self.encoder_norm(x), source_mask
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache([DecoderLayerCache() for _ in self.decoder_layers])
+
+    def decode(
+        self,
+        target_input: Tensor,
+        memory: Tensor,
+        source_mask: Tensor,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> DecoderOutput:
+        """Target ids [batch, T] → logits. With a ``cache``, ``target_input`` holds only the
+        new positions: earlier keys/values come from the cache, which this call extends."""
+        offset = cache.length if cache is not None else 0
+        if cache is None:
+            target_mask = self.target_mask(target_input)
+        elif target_input.size(1) == 1:
+            target_mask = None  # one new position may look at everything decoded so far
+        else:  # several new positions at once: causal with respect to the cached prefix
+            new, total = target_input.size(1), offset + target_input.size(1)
+            target_mask = torch.ones(new, total, dtype=torch.bool, device=memory.device)
+            target_mask = target_mask.tril(diagonal=offset)
+        x = self.target_embeddings(target_input, offset=offset)
+        cross_attention = [] if need_weights else None
+        for i, layer in enumerate(self.decoder_layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x, weights = layer(x, memory, target_mask, source_mask, layer_cache, need_weights)
+            if need_weights:
+                cross_attention.append(weights)
+        if cache is not None:
+            cache.length += target_input.size(1)
+        x = self.decoder_norm(x)
+        logits = x @ self.target_embeddings.tokens.weight.t() + self.output_bias
+        return DecoderOutput(logits, cross_attention)
+
+    def forward(self, source: Tensor, target_input: Tensor) -> Tensor:
+        """Teacher forcing: logits [batch, T, target_vocab] for every target position."""
+        memory, source_mask = self.encode(source)
+        return self.decode(target_input, memory, source_mask).logits
