@@ -1,0 +1,648 @@
+"""Sentence pairs: read, normalise, filter, de-duplicate and batch them.
+
+One pipeline serves every source. A reader (embedded corpus, Hugging Face hub dataset, or
+local files) yields raw (hindi, english) strings; `load_splits` normalises them, drops empty,
+over-long and badly proportioned pairs, removes duplicates and dev/test pairs that leak from
+train, and puts each pair in the configured direction. `TokenBatchSampler` and `make_batch`
+then turn token ids into padded tensors.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import itertools
+import json
+import logging
+import os
+import random
+import re
+import threading
+import unicodedata
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from translator.errors import TranslatorError
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "dev", "test")
+SOURCES = ("embedded", "hub", "files")
+DIRECTIONS = ("hi-en", "en-hi")
+FORMATS = ("auto", "text", "tsv", "jsonl", "parquet")
+HUB_TIMEOUT_S = 3.0  # how long to wait for the hub before suggesting local data
+
+
+class DataError(TranslatorError):
+    """The data, or the data section of the config, cannot be used; the message says why."""
+
+
+@dataclass
+class DataConfig:
+    source: str = "embedded"  # "embedded" (corpus shipped in the package) | "hub" | "files"
+    direction: str = "hi-en"  # "hi-en" | "en-hi": which language is the source
+    # Hugging Face hub
+    hub_id: str = "cfilt/iitb-english-hindi"  # dataset id on the hub, or a local dataset folder
+    hub_config: str | None = None  # dataset configuration name, if the dataset has several
+    hub_splits: dict[str, str] = field(  # our split name -> the dataset's split name
+        default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
+    )
+    hub_field: str = "translation"  # field holding the nested {"hi": .., "en": ..}; "" = flat
+    streaming: bool = False  # read rows as they download instead of caching the whole split
+    max_rows: int | None = None  # rows read per split (with streaming: the first N of a huge one)
+    # language field names in hub, JSONL and Parquet rows
+    hindi_field: str = "hi"
+    english_field: str = "en"
+    # local files; for format "text" a path is a prefix naming PREFIX.hi and PREFIX.en
+    train_path: str | None = None
+    dev_path: str | None = None  # optional: no dev split when None
+    test_path: str | None = None  # optional: no test split when None
+    format: str = "auto"  # "auto" (by extension) | "text" | "tsv" | "jsonl" | "parquet"
+    # normalisation and filters
+    normalize_nukta: bool = False  # fold loanword nukta letters (ज़ -> ज) on the Hindi side
+    max_words: int = 80  # train pairs with more words on either side are dropped; 0 = no limit
+    max_length_ratio: float = 3.0  # max (words+1) ratio between sides for train pairs; 0 = off
+    dedupe: bool = True  # drop repeated identical train pairs
+    remove_leakage: bool = True  # drop dev/test pairs whose source or target occurs in train
+
+
+class Pair(NamedTuple):
+    """A normalised sentence pair, already in the configured direction."""
+
+    source: str
+    target: str
+
+
+@dataclass
+class LoadedData:
+    """The three splits and, per split, how many pairs were read, kept and dropped.
+
+    `report[split]` counts "read", "kept" and each reason a pair was dropped: "empty", and for
+    train "too_long", "bad_ratio", "duplicate"; for dev/test "leaked" (shares its source or
+    target with a train pair). With `remove_leakage` off such pairs are kept and counted as
+    "leaked_not_removed".
+    """
+
+    splits: dict[str, list[Pair]]
+    report: dict[str, Counter[str]]
+
+    def summary(self) -> str:
+        """One line per split, e.g. 'train: kept 950 of 1000 (empty 3, duplicate 47)'."""
+        lines = []
+        for split, counts in self.report.items():
+            reasons = ", ".join(
+                f"{reason} {n}" for reason, n in counts.items() if reason not in ("read", "kept")
+            )
+            line = f"{split}: kept {counts['kept']} of {counts['read']}"
+            lines.append(f"{line} ({reasons})" if reasons else line)
+        return "\n".join(lines)
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+# Invisible characters with no linguistic content. ZWJ/ZWNJ (U+200D/U+200C) are kept: in
+# Devanagari they choose between conjunct and half-letter forms.
+_INVISIBLE = str.maketrans({"\u200b": None, "\ufeff": None})
+_NUKTA = "\u093c"
+# After NFC the nukta letters U+0958..U+095F are always base + U+093C (they are excluded from
+# composition). The nukta is folded only where it marks a Perso-Arabic or English loan sound
+# (क़ ख़ ग़ ज़ फ़, and य़ which Hindi doesn't use), because writers use it inconsistently (ज़रूर and
+# जरूर are the same word). ड़ and ढ़ are native Hindi phonemes, always written, and folding them
+# would merge distinct words (पढ़ "read" vs पढ), so they are kept.
+_FOLDED_NUKTA = re.compile(f"(?<=[कखगजफय]){_NUKTA}")
+
+
+def normalize(text: str, nukta: bool = False) -> str:
+    """Return `text` in NFC without zero-width spaces or BOMs, whitespace collapsed to single
+    spaces and stripped; with `nukta`, loanword nukta letters are folded to their base letter."""
+    text = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
+    if nukta:
+        text = _FOLDED_NUKTA.sub("", text)
+    return " ".join(text.split())
+
+
+# --- readers: each yields raw (hindi, english) strings ------------------------------------
+
+
+def embedded_corpus_dir() -> Path:
+    """The folder holding the corpus shipped inside the package (train/dev/test.tsv)."""
+    return Path(str(importlib.resources.files("translator") / "corpus"))
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, line) without its line ending.
+
+    Only '\\n' ends a line: str.splitlines would also split at U+2028 and friends, which
+    would misalign parallel files.
+    """
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(
+                    f"{path} line {number} is not valid UTF-8 (byte {error.start + 1} of the "
+                    "line); re-save the file as UTF-8."
+                ) from None
+            yield number, line.rstrip("\r\n")
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as lines:
+        return sum(1 for _ in lines)
+
+
+def _read_tsv(path: Path) -> Iterator[tuple[str, str]]:
+    """Rows hindi<TAB>english; further columns (e.g. the corpus's domain) are ignored."""
+    for number, line in _read_lines(path):
+        if not line.strip():
+            yield "", ""  # counted and dropped as "empty", so the report shows it
+            continue
+        columns = line.split("\t")
+        if len(columns) < 2:
+            raise DataError(
+                f"{path} line {number} has no tab; each line must be hindi<TAB>english."
+            )
+        yield columns[0], columns[1]
+
+
+def _read_text_pair(prefix: Path) -> Iterator[tuple[str, str]]:
+    """Line-aligned PREFIX.hi and PREFIX.en."""
+    hindi_path, english_path = _text_pair_paths(prefix)
+    for path in (hindi_path, english_path):
+        _require_file(path)
+    hindi_lines, english_lines = _count_lines(hindi_path), _count_lines(english_path)
+    if hindi_lines != english_lines:
+        raise DataError(
+            f"{hindi_path} has {hindi_lines} lines but {english_path} has {english_lines}; "
+            "the two files must be line-aligned."
+        )
+    for (_, hindi), (_, english) in zip(
+        _read_lines(hindi_path), _read_lines(english_path), strict=True
+    ):
+        yield hindi, english
+
+
+def _text_pair_paths(prefix: Path) -> tuple[Path, Path]:
+    return prefix.with_name(prefix.name + ".hi"), prefix.with_name(prefix.name + ".en")
+
+
+def _read_jsonl(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
+    for number, line in _read_lines(path):
+        if not line.strip():
+            continue  # blank lines are common at the end of JSONL files
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataError(
+                f"{path} line {number} is not valid JSON ({error.msg}); "
+                "each line must hold one JSON object."
+            ) from None
+        yield _languages(row, cfg, f"{path} line {number}")
+
+
+def _read_parquet(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as error:
+        raise DataError(f"{path} is not a readable Parquet file ({error}).") from None
+    row_number = 0
+    for batch in table.iter_batches(batch_size=10_000):
+        for row in batch.to_pylist():
+            row_number += 1
+            yield _languages(row, cfg, f"{path} row {row_number}")
+
+
+def _languages(row: object, cfg: DataConfig, where: str) -> tuple[str, str]:
+    """(hindi, english) from a flat row or one nested under cfg.hub_field."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where} is a {type(row).__name__}, not an object with named fields.")
+    fields = row
+    if cfg.hub_field and cfg.hub_field in row:
+        fields = row[cfg.hub_field]
+        if not isinstance(fields, dict):
+            raise DataError(f"{where}: field '{cfg.hub_field}' does not hold named fields.")
+    texts = []
+    for name in (cfg.hindi_field, cfg.english_field):
+        if name not in fields:
+            raise DataError(
+                f"{where} has no field '{name}' (it has: {', '.join(map(str, fields))}); set "
+                "data.hindi_field, data.english_field or data.hub_field to match the data."
+            )
+        value = fields[name]
+        if value is not None and not isinstance(value, str):
+            raise DataError(f"{where}: field '{name}' holds {type(value).__name__}, not text.")
+        texts.append(value or "")
+    return texts[0], texts[1]
+
+
+def _require_file(path: Path, hint: str = "") -> None:
+    if not path.is_file():
+        raise DataError(f"File not found: {path}{hint}.")
+
+
+def _file_format(path: Path, configured: str) -> str:
+    if configured != "auto":
+        return configured
+    by_extension = {".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
+    if path.suffix in by_extension:
+        return by_extension[path.suffix]
+    if all(p.is_file() for p in _text_pair_paths(path)):
+        return "text"
+    raise DataError(
+        f"Cannot tell the format of {path} from its name (expected .tsv, .jsonl, .parquet, or a "
+        "prefix with .hi and .en files); set data.format to text, tsv, jsonl or parquet."
+    )
+
+
+def _read_file(path_text: str, split: str, cfg: DataConfig) -> Iterator[tuple[str, str]]:
+    path = Path(path_text).expanduser()
+    file_format = _file_format(path, cfg.format)
+    if file_format == "text":
+        return _read_text_pair(path)
+    _require_file(path, f" (data.{split}_path)")
+    if file_format == "tsv":
+        return _read_tsv(path)
+    if file_format == "jsonl":
+        return _read_jsonl(path, cfg)
+    return _read_parquet(path, cfg)
+
+
+# --- the Hugging Face hub ----------------------------------------------------------------
+
+
+def _read_hub(cfg: DataConfig, hub_split: str) -> Iterator[tuple[str, str]]:
+    import datasets
+
+    where = f"dataset '{cfg.hub_id}' split '{hub_split}'"
+    try:
+        rows = datasets.load_dataset(
+            cfg.hub_id, cfg.hub_config, split=hub_split, streaming=cfg.streaming
+        )
+        for number, row in enumerate(itertools.islice(rows, cfg.max_rows), start=1):
+            yield _languages(row, cfg, f"{where} row {number}")
+    except ValueError as error:  # unknown split or configuration; the message lists them
+        first_line = str(error).strip().splitlines()[0]
+        raise DataError(
+            f"Cannot load {where} ({first_line}); set data.hub_splits and data.hub_config to "
+            "names the dataset has."
+        ) from None
+    except FileNotFoundError:  # includes datasets.exceptions.DatasetNotFoundError
+        raise DataError(
+            f"Dataset '{cfg.hub_id}' was found neither on the hub nor as a local folder; "
+            "check data.hub_id."
+        ) from None
+    except (ConnectionError, TimeoutError) as error:
+        raise DataError(_unreachable_message(cfg.hub_id, type(error).__name__)) from None
+
+
+def _unreachable_message(hub_id: str, reason: str) -> str:
+    return (
+        f"Cannot download dataset '{hub_id}' from the Hugging Face hub ({reason}); use local "
+        "files (data.source=files data.train_path=...) or the embedded corpus "
+        "(data.source=embedded) instead."
+    )
+
+
+def _check_hub_reachable(hub_id: str) -> None:
+    """Fail within seconds when the hub is out of reach.
+
+    Without this, load_dataset retries for about 20 seconds and ends in a long traceback.
+    """
+    if Path(hub_id).expanduser().exists():
+        return  # a local dataset folder needs no network
+    cached = _hub_dataset_cached(hub_id)
+    if _offline_mode():
+        if cached:
+            return  # datasets reads the cached copy without the network
+        raise DataError(_unreachable_message(hub_id, "HF_HUB_OFFLINE is set and it is not cached"))
+    problem = _hub_unreachable_reason(HUB_TIMEOUT_S)
+    if problem is None:
+        return
+    if cached:
+        raise DataError(
+            f"The hub cannot be reached ({problem}) to check dataset '{hub_id}'; set "
+            "HF_HUB_OFFLINE=1 to use the cached copy."
+        )
+    raise DataError(_unreachable_message(hub_id, problem))
+
+
+def _offline_mode() -> bool:
+    import datasets.config
+
+    flags = (os.environ.get(name, "") for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+    env_offline = any(flag.strip().upper() in {"1", "ON", "YES", "TRUE"} for flag in flags)
+    return env_offline or bool(datasets.config.HF_HUB_OFFLINE)
+
+
+def _hub_dataset_cached(hub_id: str) -> bool:
+    """Whether the hub download cache or the datasets cache holds this dataset."""
+    import datasets.config
+    from datasets.naming import camelcase_to_snakecase
+    from huggingface_hub import constants
+
+    downloaded = Path(constants.HF_HUB_CACHE) / ("datasets--" + hub_id.replace("/", "--"))
+    *namespace, name = hub_id.split("/")
+    prepared_name = "___".join([*namespace, camelcase_to_snakecase(name)])
+    prepared = Path(datasets.config.HF_DATASETS_CACHE).expanduser() / prepared_name
+    return downloaded.is_dir() or prepared.is_dir()
+
+
+def _hub_unreachable_reason(timeout_s: float) -> str | None:
+    """Why the hub endpoint gave no HTTP answer within `timeout_s`, or None if it answered.
+
+    A real HTTPS request rather than a TCP connect: sandboxes and proxies may accept any
+    connection and fail only later. urllib honours HTTPS_PROXY like the hub client does.
+    """
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    outcome = {"problem": f"no answer from {endpoint} within {timeout_s:g} s"}
+
+    def attempt() -> None:
+        try:
+            urllib.request.urlopen(
+                urllib.request.Request(endpoint, method="HEAD"), timeout=timeout_s
+            )
+            outcome["problem"] = None
+        except urllib.error.HTTPError:  # any HTTP status means the hub is reachable
+            outcome["problem"] = None
+        except (OSError, ValueError) as error:
+            outcome["problem"] = f"{endpoint}: {getattr(error, 'reason', error)}"
+
+    # A thread, because urllib's timeout does not cover a hanging DNS lookup.
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return outcome["problem"]
+
+
+# --- the pipeline ------------------------------------------------------------------------
+
+
+def _check_config(cfg: DataConfig) -> None:
+    for name, value, allowed in (
+        ("source", cfg.source, SOURCES),
+        ("direction", cfg.direction, DIRECTIONS),
+        ("format", cfg.format, FORMATS),
+    ):
+        if value not in allowed:
+            raise DataError(f"Unknown data.{name} '{value}'; use one of: {', '.join(allowed)}.")
+    if cfg.source == "files" and not cfg.train_path:
+        raise DataError("data.source=files needs data.train_path (and usually dev/test paths).")
+    unknown_splits = set(cfg.hub_splits) - set(SPLITS)
+    if cfg.source == "hub" and (unknown_splits or "train" not in cfg.hub_splits):
+        raise DataError(
+            f"data.hub_splits must map train (and optionally dev, test) to the dataset's split "
+            f"names, not {', '.join(sorted(cfg.hub_splits)) or 'nothing'}."
+        )
+
+
+def _raw_splits(cfg: DataConfig) -> dict[str, Iterator[tuple[str, str]]]:
+    """Lazy raw (hindi, english) rows per split; a split the config leaves out is empty."""
+    if cfg.source == "embedded":
+        corpus = embedded_corpus_dir()
+        for split in SPLITS:
+            _require_file(
+                corpus / f"{split}.tsv",
+                "; the embedded corpus is missing, so rebuild or reinstall the package, or use "
+                "data.source=files",
+            )
+        return {split: _read_tsv(corpus / f"{split}.tsv") for split in SPLITS}
+    if cfg.source == "hub":
+        _check_hub_reachable(cfg.hub_id)
+        return {
+            split: _read_hub(cfg, cfg.hub_splits[split]) if split in cfg.hub_splits else iter(())
+            for split in SPLITS
+        }
+    paths = {"train": cfg.train_path, "dev": cfg.dev_path, "test": cfg.test_path}
+    return {
+        split: _read_file(path, split, cfg) if path else iter(()) for split, path in paths.items()
+    }
+
+
+def _drop_reason(pair: Pair, is_train: bool, seen: set[Pair], cfg: DataConfig) -> str | None:
+    """Why to drop `pair`, or None to keep it; remembers kept train pairs in `seen`."""
+    if not pair.source or not pair.target:
+        return "empty"
+    if not is_train:
+        return None
+    source_words, target_words = len(pair.source.split()), len(pair.target.split())
+    if cfg.max_words and max(source_words, target_words) > cfg.max_words:
+        return "too_long"
+    # +1 smoothing keeps legitimate short pairs: "धन्यवाद" / "Thank you very much" is 2/5 = 2.5.
+    longer, shorter = sorted((source_words + 1, target_words + 1), reverse=True)
+    if cfg.max_length_ratio and longer / shorter > cfg.max_length_ratio:
+        return "bad_ratio"
+    if cfg.dedupe:
+        if pair in seen:
+            return "duplicate"
+        seen.add(pair)
+    return None
+
+
+def load_splits(cfg: DataConfig) -> LoadedData:
+    """Read the configured source and return clean train/dev/test pairs with a report.
+
+    All splits are normalised and lose empty pairs. Only train is filtered by length and
+    de-duplicated: dev and test stay as published so scores remain comparable, except that
+    pairs sharing a source or target with train are removed (or only counted, see
+    `remove_leakage`), since they measure memory rather than translation.
+    """
+    _check_config(cfg)
+    raw = _raw_splits(cfg)
+    report: dict[str, Counter[str]] = {}
+    splits: dict[str, list[Pair]] = {}
+    for split in SPLITS:
+        counts = report[split] = Counter(read=0, kept=0)
+        pairs: list[Pair] = []
+        seen: set[Pair] = set()
+        for hindi, english in raw[split]:
+            counts["read"] += 1
+            hindi, english = normalize(hindi, cfg.normalize_nukta), normalize(english)
+            pair = Pair(hindi, english) if cfg.direction == "hi-en" else Pair(english, hindi)
+            reason = _drop_reason(pair, split == "train", seen, cfg)
+            if reason:
+                counts[reason] += 1
+            else:
+                pairs.append(pair)
+        splits[split] = pairs
+    for split in ("dev", "test"):
+        splits[split] = _without_leakage(splits[split], splits["train"], cfg, report[split])
+    for split in SPLITS:
+        report[split]["kept"] = len(splits[split])
+    loaded = LoadedData(splits, report)
+    log.info("data %s:\n%s", cfg.source, loaded.summary())
+    return loaded
+
+
+def _without_leakage(
+    pairs: list[Pair], train: list[Pair], cfg: DataConfig, counts: Counter[str]
+) -> list[Pair]:
+    train_sources = {pair.source for pair in train}
+    train_targets = {pair.target for pair in train}
+    clean = [p for p in pairs if p.source not in train_sources and p.target not in train_targets]
+    leaked = len(pairs) - len(clean)
+    if not leaked:
+        return pairs
+    if cfg.remove_leakage:
+        counts["leaked"] = leaked
+        return clean
+    counts["leaked_not_removed"] = leaked
+    log.warning("%d dev/test pairs share a sentence with train (remove_leakage is off)", leaked)
+    return pairs
+
+
+# --- batching ----------------------------------------------------------------------------
+
+
+class TokenBatchSampler:
+    """Batches of sentence indices whose padded size stays within `max_tokens`.
+
+    `lengths[i]` is (source_len, target_len) of pair i as it will appear in the batch tensors
+    (count the eos/bos that make_batch adds). A batch costs n_sentences * (longest source +
+    longest target); a single pair above `max_tokens` forms a batch of its own.
+
+    Pairs are sorted by length (ties in random order) and cut into batches greedily, so
+    neighbours have similar lengths and little padding; the batch order is then shuffled.
+    Both depend only on (seed, epoch), so every shard computes the same global order and takes
+    every num_shards-th batch. To give all shards the same number of batches, the last
+    len % num_shards batches of the (shuffled) order are skipped in that epoch.
+
+    Iterating yields the rest of the current epoch and then moves to the next; `state_dict`
+    records (epoch, position) so a restored sampler yields exactly the remaining batches. The
+    position counts batches handed out: a DataLoader with workers fetches a few ahead.
+    """
+
+    def __init__(
+        self,
+        lengths: list[tuple[int, int]],
+        max_tokens: int,
+        seed: int,
+        shuffle: bool = True,
+        num_shards: int = 1,
+        shard_index: int = 0,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if not 0 <= shard_index < num_shards:
+            raise ValueError(f"shard_index {shard_index} is outside 0..{num_shards - 1}")
+        self.lengths = list(lengths)
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.shuffle = shuffle
+        self.num_shards = num_shards
+        self.shard_index = shard_index
+        self.epoch = 0
+        self.position = 0
+        # The batch count depends only on the sorted lengths, so any epoch gives it.
+        self._batches_per_shard = len(self._global_batches(0)) // num_shards
+
+    def _global_batches(self, epoch: int) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(f"{self.seed}:{epoch}")
+        if self.shuffle:
+            rng.shuffle(order)
+        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
+        batches: list[list[int]] = []
+        batch: list[int] = []
+        longest_source = longest_target = 0
+        for index in order:
+            source_len, target_len = self.lengths[index]
+            new_source = max(longest_source, source_len)
+            new_target = max(longest_target, target_len)
+            if batch and (len(batch) + 1) * (new_source + new_target) > self.max_tokens:
+                batches.append(batch)
+                batch, new_source, new_target = [], source_len, target_len
+            batch.append(index)
+            longest_source, longest_target = new_source, new_target
+        if batch:
+            batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This shard's batches of `epoch`, in order."""
+        batches = self._global_batches(epoch)[self.shard_index :: self.num_shards]
+        return batches[: self._batches_per_shard]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.epoch_batches(self.epoch)
+        while self.position < len(batches):
+            batch = batches[self.position]
+            self.position += 1
+            yield batch
+        self.epoch += 1
+        self.position = 0
+
+    def __len__(self) -> int:
+        return self._batches_per_shard
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its first batch."""
+        self.epoch, self.position = epoch, 0
+
+    def state_dict(self) -> dict[str, int]:
+        if self.position >= len(self):  # the epoch is used up: resume at the next one
+            return {"epoch": self.epoch + 1, "position": 0}
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def padding_fraction(batches: list[list[int]], lengths: list[tuple[int, int]]) -> float:
+    """Share of the padded source+target cells of `batches` that are padding."""
+    padded = real = 0
+    for batch in batches:
+        source_lengths = [lengths[i][0] for i in batch]
+        target_lengths = [lengths[i][1] for i in batch]
+        padded += len(batch) * (max(source_lengths) + max(target_lengths))
+        real += sum(source_lengths) + sum(target_lengths)
+    return 1 - real / padded if padded else 0.0
+
+
+@dataclass
+class Batch:
+    """Right-padded tensors for one training step."""
+
+    source: torch.Tensor  # [B, S] source ids + eos
+    target_input: torch.Tensor  # [B, T] bos + target ids (what the decoder reads)
+    target_output: torch.Tensor  # [B, T] target ids + eos (what it must predict)
+    num_target_tokens: int  # non-pad positions in target_output, to normalise the loss
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(
+            self.source.to(device),
+            self.target_input.to(device),
+            self.target_output.to(device),
+            self.num_target_tokens,
+        )
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    width = max(len(row) for row in rows)
+    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], dtype=torch.long)
+
+
+def make_batch(
+    source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int, bos_id: int, eos_id: int
+) -> Batch:
+    """Pad a list of (source, target) id sequences, without bos/eos, into a Batch."""
+    if not source_ids or len(source_ids) != len(target_ids):
+        raise ValueError(
+            f"need equally many sources and targets, got {len(source_ids)} and {len(target_ids)}"
+        )
+    source = _pad([[*ids, eos_id] for ids in source_ids], pad_id)
+    target_input = _pad([[bos_id, *ids] for ids in target_ids], pad_id)
+    target_output = _pad([[*ids, eos_id] for ids in target_ids], pad_id)
+    num_target_tokens = sum(len(ids) + 1 for ids in target_ids)
+    return Batch(source, target_input, target_output, num_target_tokens)

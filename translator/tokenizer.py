@@ -1,0 +1,220 @@
+"""SentencePiece subword tokenizers for the source and target languages.
+
+One shared model (joint) or one per language. Byte fallback is always on, so any character,
+even one never seen in training, encodes to byte pieces and decodes back exactly; the unknown
+id is never produced. Special ids are fixed: pad=0, unk=1, bos=2, eos=3.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import sentencepiece as spm
+
+from translator.data import normalize
+from translator.errors import TranslatorError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+CONFIG_FILE = "tokenizer.json"
+MODEL_TYPES = ("unigram", "bpe")
+# SentencePiece samples this many sentences for training; more adds time, not quality.
+MAX_TRAINING_SENTENCES = 2_000_000
+
+
+class TokenizerError(TranslatorError):
+    """A tokenizer cannot be trained or loaded; the message says why."""
+
+
+@dataclass
+class TokenizerConfig:
+    vocab_size: int = 4000  # upper limit: a small corpus may yield fewer pieces
+    model_type: str = "unigram"  # "unigram" | "bpe"
+    joint: bool = True  # one vocabulary shared by both languages; False: one model per side
+    character_coverage: float = 1.0  # share of characters given their own piece (rest: bytes)
+
+
+def _model_files(joint: bool) -> dict[str, str]:
+    """Side -> model file name."""
+    if joint:
+        return {"source": "joint.model", "target": "joint.model"}
+    return {"source": "source.model", "target": "target.model"}
+
+
+def _train_model(cfg: TokenizerConfig, texts: Iterable[str]) -> spm.SentencePieceProcessor:
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=(normalize(text) for text in texts),
+            model_writer=model,
+            vocab_size=cfg.vocab_size,
+            model_type=cfg.model_type,
+            character_coverage=cfg.character_coverage,
+            byte_fallback=True,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            # Text is already normalised (NFC); SentencePiece's default NFKC would rewrite
+            # characters and break decode(encode(x)) == x.
+            normalization_rule_name="identity",
+            hard_vocab_limit=False,  # a small corpus gets fewer pieces instead of an error
+            input_sentence_size=MAX_TRAINING_SENTENCES,
+            shuffle_input_sentence=True,
+            minloglevel=2,  # errors only: no page of progress logging
+        )
+    except RuntimeError as error:
+        raise TokenizerError(_training_error_message(cfg, str(error))) from None
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def _training_error_message(cfg: TokenizerConfig, error: str) -> str:
+    needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", error)
+    if needed:
+        return (
+            f"tokenizer.vocab_size {cfg.vocab_size} is too small for this corpus: its characters "
+            f"and the 256 byte pieces need at least {needed.group(1)}; raise it."
+        )
+    if "sentences_.empty()" in error:
+        return "Cannot train a tokenizer on no text; check that the train split has pairs."
+    return f"SentencePiece training failed: {error.strip().splitlines()[-1]}"
+
+
+def _load_model(path: Path) -> spm.SentencePieceProcessor:
+    if not path.is_file():
+        raise TokenizerError(f"Tokenizer model {path} is missing; train the tokenizer again.")
+    try:
+        model = spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError):
+        raise TokenizerError(
+            f"{path} is not a valid SentencePiece model; train the tokenizer again."
+        ) from None
+    special_ids = (model.pad_id(), model.unk_id(), model.bos_id(), model.eos_id())
+    if special_ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise TokenizerError(
+            f"{path} has special ids pad/unk/bos/eos = {special_ids}, not 0/1/2/3; train it "
+            "with this project's tokenizer."
+        )
+    return model
+
+
+class Tokenizer:
+    """Encodes source text and decodes target ids (and the reverse, for inspection).
+
+    Encoding normalises text with `data.normalize` (NFC, invisible characters, whitespace), so
+    decode(encode(x)) == normalize(x). Nukta folding, a data option, is not applied here.
+    """
+
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+    def __init__(
+        self,
+        cfg: TokenizerConfig,
+        source_model: spm.SentencePieceProcessor,
+        target_model: spm.SentencePieceProcessor,
+    ) -> None:
+        self.cfg = cfg
+        self.source_model = source_model
+        self.target_model = target_model
+
+    @classmethod
+    def train(
+        cls,
+        cfg: TokenizerConfig,
+        source_texts: Iterable[str],
+        target_texts: Iterable[str],
+        out_dir: str | Path,
+    ) -> Tokenizer:
+        """Train on the texts (train split only!) and save the result in `out_dir`."""
+        if cfg.model_type not in MODEL_TYPES:
+            raise TokenizerError(
+                f"Unknown tokenizer.model_type '{cfg.model_type}'; use unigram or bpe."
+            )
+        if cfg.joint:
+            model = _train_model(cfg, itertools.chain(source_texts, target_texts))
+            tokenizer = cls(cfg, model, model)
+        else:
+            tokenizer = cls(cfg, _train_model(cfg, source_texts), _train_model(cfg, target_texts))
+        tokenizer.save(out_dir)
+        return tokenizer
+
+    def save(self, directory: str | Path) -> None:
+        """Write the model file(s) and tokenizer.json into `directory`."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = _model_files(self.cfg.joint)
+        for side, model in (("source", self.source_model), ("target", self.target_model)):
+            (directory / files[side]).write_bytes(model.serialized_model_proto())
+        (directory / CONFIG_FILE).write_text(json.dumps(asdict(self.cfg), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Tokenizer:
+        """Load a tokenizer saved by `save` (or `train`)."""
+        directory = Path(directory)
+        config_path = directory / CONFIG_FILE
+        if not config_path.is_file():
+            raise TokenizerError(
+                f"{directory} holds no tokenizer ({CONFIG_FILE} is missing); train one first."
+            )
+        try:
+            settings = json.loads(config_path.read_text())
+            known = {f.name for f in fields(TokenizerConfig)}
+            cfg = TokenizerConfig(**{k: v for k, v in settings.items() if k in known})
+        except (json.JSONDecodeError, AttributeError, TypeError, UnicodeDecodeError):
+            raise TokenizerError(f"{config_path} is not a valid tokenizer config.") from None
+        files = _model_files(cfg.joint)
+        source_model = _load_model(directory / files["source"])
+        target_model = source_model if cfg.joint else _load_model(directory / files["target"])
+        return cls(cfg, source_model, target_model)
+
+    @property
+    def joint(self) -> bool:
+        return self.cfg.joint
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self.source_model.get_piece_size()
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.target_model.get_piece_size()
+
+    def encode_source(self, text: str) -> list[int]:
+        """Ids of the source text, without bos/eos."""
+        return self.source_model.encode(normalize(text))
+
+    def encode_target(self, text: str) -> list[int]:
+        """Ids of the target text, without bos/eos."""
+        return self.target_model.encode(normalize(text))
+
+    def decode_source(self, ids: list[int]) -> str:
+        """Text of the ids up to the first eos, ignoring pad and bos."""
+        return self.source_model.decode(_content_ids(ids))
+
+    def decode_target(self, ids: list[int]) -> str:
+        """Text of the ids up to the first eos, ignoring pad and bos (so raw model output
+        can be passed as is)."""
+        return self.target_model.decode(_content_ids(ids))
+
+    def source_pieces(self, ids: list[int]) -> list[str]:
+        """The subword piece of each id; "▁" starts a word, "<0xE0>" is a byte piece."""
+        return [self.source_model.id_to_piece(i) for i in ids]
+
+    def target_pieces(self, ids: list[int]) -> list[str]:
+        """The subword piece of each id; "▁" starts a word, "<0xE0>" is a byte piece."""
+        return [self.target_model.id_to_piece(i) for i in ids]
+
+
+def _content_ids(ids: list[int]) -> list[int]:
+    content = []
+    for i in map(int, ids):  # int(): also accepts a tensor row
+        if i == EOS_ID:
+            break
+        if i not in (PAD_ID, BOS_ID):
+            content.append(i)
+    return content
