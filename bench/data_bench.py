@@ -24,6 +24,7 @@ from translator.data import (  # noqa: E402
     load_splits,
     padding_fraction,
 )
+from translator.errors import TranslatorError  # noqa: E402
 from translator.tokenizer import Tokenizer, TokenizerConfig  # noqa: E402
 
 
@@ -58,13 +59,17 @@ def main() -> int:
         data_cfg, corpus = DataConfig(), "embedded corpus"
 
     started = time.perf_counter()
-    train = load_splits(data_cfg).splits["train"]
-    loaded = time.perf_counter()
-    tokenizer_cfg = TokenizerConfig(vocab_size=args.vocab_size, model_type=args.model_type)
-    with tempfile.TemporaryDirectory() as out_dir:
-        tokenizer = Tokenizer.train(
-            tokenizer_cfg, [p.source for p in train], [p.target for p in train], out_dir
-        )
+    try:
+        train = load_splits(data_cfg).splits["train"]
+        loaded = time.perf_counter()
+        tokenizer_cfg = TokenizerConfig(vocab_size=args.vocab_size, model_type=args.model_type)
+        with tempfile.TemporaryDirectory() as out_dir:
+            tokenizer = Tokenizer.train(
+                tokenizer_cfg, [p.source for p in train], [p.target for p in train], out_dir
+            )
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     trained = time.perf_counter()
     lengths = [
         (len(tokenizer.encode_source(p.source)) + 1, len(tokenizer.encode_target(p.target)) + 1)

@@ -7,6 +7,7 @@ id is never produced. Special ids are fixed: pad=0, unk=1, bos=2, eos=3.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
@@ -183,6 +184,14 @@ class Tokenizer:
     @property
     def target_vocab_size(self) -> int:
         return self.target_model.get_piece_size()
+
+    def fingerprint(self) -> str:
+        """A short hash of the SentencePiece model(s): a checkpoint stores it so that loading
+        it beside another tokenizer is caught instead of producing nonsense."""
+        digest = hashlib.sha256(self.source_model.serialized_model_proto())
+        if not self.joint:
+            digest.update(self.target_model.serialized_model_proto())
+        return digest.hexdigest()[:16]
 
     def encode_source(self, text: str) -> list[int]:
         """Ids of the source text, without bos/eos."""
