@@ -64,6 +64,11 @@ def _check_value(key: str, value: Any, expected: Any) -> Any:
     elif expected is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif expected is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value

@@ -11,6 +11,7 @@ import math
 import os
 import random
 import signal
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class TrainConfig:
     overwrite: bool = False  # allow reusing an existing run folder (it is never done silently)
     seed: int = 1  # seeds parameters, dropout and batch order
     device: str = "auto"  # "auto" (CUDA if present, else CPU), "cpu", "cuda", "cuda:1", ...
-    precision: str = "auto"  # "auto" (bf16 where supported, fp16 on older GPUs), "fp32", "bf16", "fp16"
+    precision: str = "auto"  # "auto" (bf16 if supported, else fp16 on GPUs), fp32, bf16, fp16
     compile: bool = False  # torch.compile the model (slower start, faster steps on GPUs)
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default
     max_steps: int = 3000  # optimiser steps
@@ -194,7 +195,7 @@ def setup_logging(run_dir: Path | None) -> None:
 def say(message: str) -> None:
     """A line for the person at the terminal (kept clear of the progress bar) and the log."""
     if is_main_process():
-        tqdm.write(message)
+        tqdm.write(message, file=sys.stderr)  # stdout carries only the run folder's path
         log.info(message)
 
 
@@ -349,12 +350,13 @@ class Trainer:
                 yield self.train_data.batch(indices, self.tokenizer, self.device)
 
     def train_step(self, batches) -> tuple[float, int]:
-        """Forward, backward (over ``accumulate`` batches) and update; returns the mean
-        smoothed loss per target token and the number of tokens seen."""
+        """Forward, backward (over ``accumulate`` batches) and update. Returns the smoothed
+        loss per target token (averaged over batches and processes, as the gradient is) and
+        the number of source+target tokens seen by all processes."""
         cfg = self.config.train
         self.train_model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, target_tokens, all_tokens = 0.0, 0, 0
+        batch_losses, tokens = [], 0
         for micro_step in range(cfg.accumulate):
             batch = next(batches)
             last = micro_step == cfg.accumulate - 1
@@ -363,14 +365,11 @@ class Trainer:
                 with autocast(self.device, self.precision):
                     logits = self.train_model(batch.source, batch.target_input)
                 loss = token_loss(logits, batch.target_output, self.tokenizer.pad_id,
-                                  cfg.label_smoothing)
-                # mean per token within each batch, averaged over batches and processes
-                self.scaler.scale(loss / batch.num_target_tokens / cfg.accumulate).backward()
-            loss_sum += loss.item()
-            target_tokens += batch.num_target_tokens
-            all_tokens += batch.num_target_tokens + int((batch.source != self.tokenizer.pad_id)
-                                                        .sum())
-        mean_loss = loss_sum / max(1, target_tokens)
+                                  cfg.label_smoothing) / batch.num_target_tokens
+                self.scaler.scale(loss / cfg.accumulate).backward()
+            batch_losses.append(loss.item())
+            tokens += batch.num_target_tokens + int((batch.source != self.tokenizer.pad_id).sum())
+        mean_loss = sum(batch_losses) / len(batch_losses)
         if self.world_size > 1:
             mean_loss = self._all_mean(mean_loss)
         if not math.isfinite(mean_loss):
@@ -385,7 +384,7 @@ class Trainer:
         self.scaler.update()
         self.scheduler.step()
         self.step += 1
-        return mean_loss, all_tokens * self.world_size
+        return mean_loss, tokens * self.world_size
 
     def _all_mean(self, value: float) -> float:
         tensor = torch.tensor([value], dtype=torch.float64, device=self.device)

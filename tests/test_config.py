@@ -1,0 +1,58 @@
+"""Configs: YAML + dotted overrides, rejected by key name when wrong."""
+
+from pathlib import Path
+
+import pytest
+
+from translator.config import ConfigError, load_config
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml", "iitb.yaml"])
+def test_shipped_configs_load(name):
+    config = load_config(CONFIGS / name)
+    assert config.model.heads == 8
+
+
+def test_iitb_is_transformer_base():
+    model = load_config(CONFIGS / "iitb.yaml").model
+    assert (model.d_model, model.heads, model.layers, model.d_ff) == (512, 8, 6, 2048)
+
+
+def test_overrides_are_typed():
+    config = load_config(CONFIGS / "default.yaml",
+                         ["train.max_steps=200", "model.layers=2", "train.learning_rate=5e-4",
+                          "data.max_rows=null", "train.adam_betas=[0.9, 0.99]"])
+    assert config.train.max_steps == 200 and config.model.layers == 2
+    assert config.train.learning_rate == pytest.approx(5e-4)
+    assert config.train.adam_betas == [0.9, 0.99]
+    assert load_config(None, ["train.learning_rate=1"]).train.learning_rate == 1.0
+
+
+@pytest.mark.parametrize("override, key", [
+    ("train.max_stepz=3", "train.max_stepz"),
+    ("modle.layers=2", "modle"),
+    ("train.max_steps=many", "train.max_steps"),
+    ("model.dropout=true", "model.dropout"),
+    ("data.hub_splits=5", "data.hub_splits"),
+    ("train.precision=fp8", "precision"),
+])
+def test_bad_keys_and_types_are_named(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(CONFIGS / "default.yaml", [override])
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train:\n  max_steps: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(broken)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="sections"):
+        load_config(scalar)
+    with pytest.raises(ConfigError, match="section.key=value"):
+        load_config(None, ["max_steps"])

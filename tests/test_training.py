@@ -1,0 +1,169 @@
+"""Training end to end on the smoke config: the run folder, resume, signals, bad checkpoints,
+NaN losses and two processes under torchrun."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import translator.training as training
+from translator.checkpoint import CheckpointError, load_checkpoint
+from translator.config import load_config
+from translator.training import TrainingError, train
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "configs" / "smoke.yaml"
+
+
+def smoke_config(output_dir: Path, *overrides: str):
+    return load_config(SMOKE, [f"train.output_dir={output_dir}", *overrides])
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def run_script(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("runs")
+    run_dir, code = train(smoke_config(output, "train.run_name=smoke"))
+    assert code == 0
+    return run_dir
+
+
+def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
+    for name in ("config.yaml", "train.log", "metrics.jsonl", "test_scores.json",
+                 "test_hypotheses.txt", "tokenizer/joint.model", "tokenizer/tokenizer.json",
+                 "checkpoints/best.pt", "checkpoints/last.pt"):
+        assert (smoke_run / name).is_file(), name
+    losses = [m["loss"] for m in metrics(smoke_run) if m["kind"] == "train"]
+    assert losses[-1] < losses[0] - 1.0
+    validations = [m for m in metrics(smoke_run) if m["kind"] == "validation"]
+    assert validations and all("dev_chrf" in m and "dev_bleu" in m for m in validations)
+    assert validations[-1]["dev_loss"] < validations[0]["dev_loss"]
+    scores = json.loads((smoke_run / "test_scores.json").read_text())
+    assert scores["sentences"] > 250 and "nrefs:1" in scores["chrf_signature"]
+    assert (smoke_run.parent / "latest").resolve() == smoke_run.resolve()
+    state = load_checkpoint(smoke_run / "checkpoints" / "last.pt")
+    assert state["step"] == 30 and state["config"]["model"]["source_vocab_size"] > 0
+
+
+def test_an_existing_run_folder_is_never_overwritten(smoke_run):
+    with pytest.raises(TrainingError, match="already exists"):
+        train(smoke_config(smoke_run.parent, "train.run_name=smoke"))
+    assert load_checkpoint(smoke_run / "checkpoints" / "last.pt")["step"] == 30
+
+
+def test_resume_is_exact(tmp_path):
+    straight, _ = train(smoke_config(tmp_path, "train.run_name=straight", "train.max_steps=12",
+                                     "train.eval_every=100"))
+    split, _ = train(smoke_config(tmp_path, "train.run_name=split", "train.max_steps=6",
+                                  "train.eval_every=100"))
+    resumed_config = load_config(split / "config.yaml", ["train.max_steps=12"])
+    train(resumed_config, resume=split)
+    a = load_checkpoint(straight / "checkpoints" / "last.pt")
+    b = load_checkpoint(split / "checkpoints" / "last.pt")
+    assert a["step"] == b["step"] == 12
+    for name, weight in a["model"].items():
+        assert torch.equal(weight, b["model"][name]), name
+    assert a["sampler"] == b["sampler"]
+
+
+def test_a_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(tmp_path,
+                                                                               monkeypatch):
+    run_dir, _ = train(smoke_config(tmp_path, "train.run_name=nan", "train.max_steps=5",
+                                    "train.eval_every=5"))
+    before = (run_dir / "checkpoints" / "last.pt").read_bytes()
+    real_loss = training.token_loss
+    monkeypatch.setattr(training, "token_loss", lambda *a, **k: real_loss(*a, **k) * float("nan"))
+    config = load_config(run_dir / "config.yaml", ["train.max_steps=10"])
+    with pytest.raises(TrainingError, match="loss became nan at step 6"):
+        train(config, resume=run_dir)
+    assert (run_dir / "checkpoints" / "last.pt").read_bytes() == before
+
+
+def test_corrupt_checkpoints_are_detected(smoke_run, tmp_path):
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes((smoke_run / "checkpoints" / "last.pt").read_bytes()[:5000])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_checkpoint(truncated)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        load_checkpoint(garbage)
+    # through the command line: one sentence, exit code 2, nothing else touched
+    copy = tmp_path / "copy"
+    shutil.copytree(smoke_run, copy)
+    (copy / "checkpoints" / "last.pt").write_bytes(truncated.read_bytes())
+    result = run_script("--resume", str(copy), "train.max_steps=40")
+    assert result.returncode == 2
+    assert "corrupt or truncated" in result.stderr and "Traceback" not in result.stderr
+    assert (copy / "checkpoints" / "best.pt").read_bytes() == (
+        smoke_run / "checkpoints" / "best.pt").read_bytes()
+
+
+def test_bad_config_and_unknown_run_folder_on_the_command_line(tmp_path):
+    result = run_script("--config", str(SMOKE), "train.max_stepz=3")
+    assert result.returncode == 2 and "train.max_stepz" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = run_script("--resume", str(tmp_path / "nowhere"))
+    assert result.returncode == 2 and "not a run folder" in result.stderr
+
+
+def test_sigint_saves_a_checkpoint_that_resumes(tmp_path):
+    run_dir = tmp_path / "interrupted"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", str(SMOKE),
+         f"train.output_dir={tmp_path}", "train.run_name=interrupted", "train.max_steps=100000",
+         "train.eval_every=100000", "train.log_every=1"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline:  # wait until it is really training
+        if (run_dir / "metrics.jsonl").exists() and len(metrics(run_dir)) >= 3:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGINT, stderr
+    assert "stopped by SIGINT" in stderr and "Traceback" not in stderr
+    step = load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"]
+    assert step >= 3
+    result = run_script("--resume", str(run_dir), f"train.max_steps={step + 3}",
+                        "train.eval_every=1000")
+    assert result.returncode == 0, result.stderr
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == step + 3
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
+def test_two_processes_under_torchrun_match_one_process(tmp_path):
+    common = ["--config", str(SMOKE), f"train.output_dir={tmp_path}", "train.max_steps=4",
+              "train.eval_every=4", "train.log_every=1", "train.eval_sentences=5",
+              "train.test_beam_size=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+         "--master_port=29517", str(ROOT / "scripts" / "train.py"), *common,
+         "train.run_name=two"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert two.returncode == 0, two.stderr[-2000:]
+    one = run_script(*common, "train.run_name=one", "train.accumulate=2")
+    assert one.returncode == 0, one.stderr[-2000:]
+    losses = {name: [m["loss"] for m in metrics(tmp_path / name) if m["kind"] == "train"]
+              for name in ("one", "two")}
+    assert len(losses["two"]) == 4
+    assert losses["two"] == pytest.approx(losses["one"], rel=1e-3)
+    dev = {name: [m["dev_loss"] for m in metrics(tmp_path / name) if m["kind"] == "validation"]
+           for name in ("one", "two")}
+    assert dev["two"] == pytest.approx(dev["one"], rel=1e-3)
