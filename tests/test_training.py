@@ -23,7 +23,9 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
 
 
 def smoke_config(output_dir: Path, *overrides: str):
-    return load_config(SMOKE, [f"train.output_dir={output_dir}", *overrides])
+    """The smoke config; the heatmaps (slow for a babbling untrained model) only when asked."""
+    return load_config(SMOKE, [f"train.output_dir={output_dir}", "train.heatmaps=false",
+                               *overrides])
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -31,14 +33,15 @@ def metrics(run_dir: Path) -> list[dict]:
 
 
 def run_script(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args,
+                           "train.heatmaps=false"],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
     output = tmp_path_factory.mktemp("runs")
-    run_dir, code = train(smoke_config(output, "train.run_name=smoke"))
+    run_dir, code = train(smoke_config(output, "train.run_name=smoke", "train.heatmaps=true"))
     assert code == 0
     return run_dir
 
@@ -46,7 +49,8 @@ def smoke_run(tmp_path_factory) -> Path:
 def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
     for name in ("config.yaml", "train.log", "metrics.jsonl", "test_scores.json",
                  "test_hypotheses.txt", "tokenizer/joint.model", "tokenizer/tokenizer.json",
-                 "checkpoints/best.pt", "checkpoints/last.pt"):
+                 "checkpoints/best.pt", "checkpoints/last.pt", "heatmaps/showcase-1.png",
+                 "heatmaps/showcase-1.json", "heatmaps/showcase-1-heads.png"):
         assert (smoke_run / name).is_file(), name
     losses = [m["loss"] for m in metrics(smoke_run) if m["kind"] == "train"]
     assert losses[-1] < losses[0] - 1.0
@@ -127,7 +131,7 @@ def test_sigint_saves_a_checkpoint_that_resumes(tmp_path):
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", str(SMOKE),
          f"train.output_dir={tmp_path}", "train.run_name=interrupted", "train.max_steps=100000",
-         "train.eval_every=100000", "train.log_every=1"],
+         "train.eval_every=100000", "train.log_every=1", "train.heatmaps=false"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 180
     while time.time() < deadline:  # wait until it is really training
@@ -155,7 +159,7 @@ def test_two_processes_under_torchrun_match_one_process(tmp_path):
     two = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
          "--master_port=29517", str(ROOT / "scripts" / "train.py"), *common,
-         "train.run_name=two"],
+         "train.run_name=two", "train.heatmaps=false"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert two.returncode == 0, two.stderr[-2000:]
     one = run_script(*common, "train.run_name=one", "train.accumulate=2")

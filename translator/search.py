@@ -1,7 +1,14 @@
-"""Decoding: greedy search, batched over sentences, step by step with the key/value cache.
+"""Decoding: greedy and beam search, batched over sentences, step by step with the key/value
+cache.
 
 Every result carries the cross-attention of the hypothesis it returns (all layers and
-heads), so heatmaps can show exactly what the model looked at while writing it.
+heads), so heatmaps can show exactly what the model looked at while writing it; for beam
+search that is the attention of the chosen hypothesis, traced back through the beam.
+
+Both searches give each sentence its own length limit (``ratio`` × its source length +
+``extra``, at most the model's ``max_positions``) and make the model end with EOS when it
+reaches it, so a sentence decodes the same alone or in a batch and every hypothesis has an
+EOS row of attention.
 """
 
 from __future__ import annotations
@@ -17,14 +24,50 @@ from translator.model import Transformer
 @dataclass
 class Hypothesis:
     tokens: list[int]  # target ids, without BOS and EOS
-    score: float  # sum of token log-probabilities (beam search: length-normalised)
-    # [layers, heads, len(tokens) + 1, source_len]: one row per generated token and the EOS
+    # greedy: the sum of token log-probabilities (EOS included);
+    # beam: that sum divided by the GNMT length penalty, the score beams are ranked by
+    score: float
+    # [layers, heads, len(tokens) + 1, source_len]: one row per generated token and the EOS;
+    # columns: source pieces + the source EOS (padding columns of a batch are 0)
     cross_attention: Tensor | None = None
+    log_prob: float | None = None  # the sum of token log-probabilities, EOS included
 
 
-def max_output_length(source_lengths: Tensor, ratio: float, extra: int) -> int:
-    """The longest output worth decoding: ratio × the longest source plus a margin."""
-    return int(source_lengths.max().item() * ratio) + extra
+def output_limits(
+    source: Tensor, model: Transformer, ratio: float, extra: int
+) -> Tensor:
+    """The longest output (EOS included) worth decoding for each sentence: ``ratio`` × its
+    source length plus a margin, within the positions the model knows."""
+    lengths = (source != model.config.pad_id).sum(1)
+    limits = (lengths.float() * ratio).long() + extra
+    return limits.clamp(min=1, max=model.config.max_positions)
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α (Wu et al., 2016); |Y| counts the EOS too."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _next_log_probs(logits: Tensor, at_limit: Tensor, model: Transformer, bos_id: int,
+                    eos_id: int) -> Tensor:
+    """Log-probabilities of the next token from the newest position's ``logits`` [rows, V].
+    PAD and BOS are never a next token; rows ``at_limit`` (a [rows] mask) may only end. The
+    allowed tokens keep the model's log-probabilities, so scores stay honest."""
+    log_probs = logits.float().log_softmax(-1)
+    log_probs[:, [model.config.pad_id, bos_id]] = float("-inf")
+    if at_limit.any():
+        others = torch.ones(log_probs.size(-1), dtype=torch.bool, device=log_probs.device)
+        others[eos_id] = False
+        log_probs = log_probs.masked_fill(at_limit[:, None] & others, float("-inf"))
+    return log_probs
+
+
+def _last_step_attention(cross_attention: list[Tensor]) -> Tensor:
+    """[rows, layers, heads, S]: the newest target position's weights of every layer."""
+    return torch.stack([weights[:, :, -1] for weights in cross_attention], dim=1)
+
+
+# ---------------------------------------------------------------- greedy search
 
 
 @torch.no_grad()
@@ -39,41 +82,170 @@ def greedy_search(
     need_attention: bool = True,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step, for every sentence of ``source``
-    [batch, S] at once, until every sentence has produced EOS or hit the length limit."""
+    [batch, S] at once, until every sentence has produced EOS."""
     batch = source.size(0)
+    pad_id = model.config.pad_id
     memory, source_mask = model.encode(source)
     cache = model.new_cache() if use_cache else None
-    limit = max_output_length((source != model.config.pad_id).sum(1), max_length_ratio,
-                              max_length_extra)
+    limits = output_limits(source, model, max_length_ratio, max_length_extra)
     generated = torch.full((batch, 1), bos_id, dtype=torch.long, device=source.device)
     scores = torch.zeros(batch, device=source.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=source.device)
-    attention_steps: list[Tensor] = []  # each [batch, layers, heads, 1, S]
-    for _ in range(limit):
+    attention_steps: list[Tensor] = []  # each [batch, layers, heads, S]
+    for step in range(int(limits.max())):
         step_input = generated[:, -1:] if use_cache else generated
         out = model.decode(step_input, memory, source_mask, cache, need_weights=need_attention)
-        log_probs = out.logits[:, -1].float().log_softmax(-1)
+        log_probs = _next_log_probs(out.logits[:, -1], step == limits - 1, model, bos_id, eos_id)
         next_token = log_probs.argmax(-1)
-        next_token = torch.where(finished, torch.full_like(next_token, model.config.pad_id),
-                                 next_token)
+        next_token = torch.where(finished, torch.full_like(next_token, pad_id), next_token)
         scores += torch.where(finished, 0.0, log_probs.gather(1, next_token[:, None]).squeeze(1))
         if need_attention:
-            attention_steps.append(torch.stack([w[:, :, -1:] for w in out.cross_attention], 1))
+            attention_steps.append(_last_step_attention(out.cross_attention))
         generated = torch.cat([generated, next_token[:, None]], dim=1)
         finished |= next_token == eos_id
         if finished.all():
             break
-    return [_hypothesis(generated[i, 1:], scores[i].item(), attention_steps, i, eos_id)
-            for i in range(batch)]
+    attention = torch.stack(attention_steps, dim=3).float().cpu() if need_attention else None
+    hypotheses = []
+    for row, ids in enumerate(generated[:, 1:].tolist()):
+        length = ids.index(eos_id)  # there is one: the limit forces it
+        rows = attention[row, :, :, : length + 1] if attention is not None else None
+        score = scores[row].item()
+        hypotheses.append(Hypothesis(ids[:length], score, rows, log_prob=score))
+    return hypotheses
 
 
-def _hypothesis(
-    tokens: Tensor, score: float, attention_steps: list[Tensor], row: int, eos_id: int
-) -> Hypothesis:
-    ids = tokens.tolist()
-    length = ids.index(eos_id) if eos_id in ids else len(ids)
-    attention = None
-    if attention_steps:
-        steps = min(length + 1, len(attention_steps))  # the EOS row too, when there is one
-        attention = torch.cat([a[row] for a in attention_steps[:steps]], dim=2).float().cpu()
-    return Hypothesis(ids[:length], score, attention)
+# ---------------------------------------------------------------- beam search
+
+
+class _AttentionHistory:
+    """The cross-attention of every step for every beam row, plus back-pointers from each
+    step's rows to the rows they grew from, so a finished hypothesis's attention is
+    gathered once, at the end, instead of copying every beam's history at every step."""
+
+    def __init__(self) -> None:
+        self.steps: list[Tensor] = []  # step t: [rows of step t, layers, heads, S]
+        # parents[t][r]: the row of step t that row r of step t + 1 extends
+        self.parents: list[Tensor] = []
+
+    def trace(self, rows: Tensor) -> Tensor:
+        """[len(rows), layers, heads, steps so far, S] for ``rows`` of the newest step."""
+        newest_first = []
+        for t in range(len(self.steps) - 1, -1, -1):
+            newest_first.append(self.steps[t][rows])
+            if t > 0:
+                rows = self.parents[t - 1][rows]
+        return torch.stack(newest_first[::-1], dim=3)
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    source: Tensor,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 5,
+    n_best: int = 1,
+    length_penalty: float = 1.0,
+    max_length_ratio: float = 1.5,
+    max_length_extra: int = 10,
+    use_cache: bool = True,
+    need_attention: bool = True,
+) -> list[list[Hypothesis]]:
+    """Keep the ``beam_size`` most probable partial translations of every sentence of
+    ``source`` [batch, S], all sentences in one batch of batch × beam_size rows.
+
+    At every step each beam proposes its best continuations; of the 2 × beam_size best
+    (by summed log-probability), those among the first beam_size that end with EOS are
+    finished, and the beam_size best that don't end continue. A sentence is done when
+    beam_size of its hypotheses have finished (or it reached its length limit); done
+    sentences leave the batch, and decoding stops when every sentence is done.
+
+    Returns, per sentence, up to ``n_best`` hypotheses sorted best first by
+    ``score = log_prob / ((5 + length) / 6) ** length_penalty`` (GNMT's α; the length counts
+    the EOS; α = 0 ranks by the plain sum of log-probabilities).
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best ({n_best}) must be between 1 and beam_size ({beam_size})")
+    k, device = beam_size, source.device
+    memory, source_mask = model.encode(source)
+    # rows i*k .. i*k+k-1 hold the beams of sentence i
+    memory = memory.repeat_interleave(k, dim=0)
+    source_mask = source_mask.repeat_interleave(k, dim=0)
+    limits = output_limits(source, model, max_length_ratio, max_length_extra)
+    sentence = torch.arange(source.size(0), device=device)  # which sentence each group is
+    cache = model.new_cache() if use_cache else None
+    generated = torch.full((source.size(0) * k, 1), bos_id, dtype=torch.long, device=device)
+    beam_log_probs = torch.zeros(source.size(0), k, device=device)
+    beam_log_probs[:, 1:] = float("-inf")  # one live beam at first, not k copies of it
+    finished: list[list[Hypothesis]] = [[] for _ in range(source.size(0))]
+    history = _AttentionHistory() if need_attention else None
+    for step in range(int(limits.max())):
+        active = sentence.numel()
+        step_input = generated[:, -1:] if use_cache else generated
+        out = model.decode(step_input, memory, source_mask, cache, need_weights=need_attention)
+        if history is not None:
+            history.steps.append(_last_step_attention(out.cross_attention))
+        at_limit = step == limits[sentence] - 1
+        log_probs = _next_log_probs(out.logits[:, -1], at_limit.repeat_interleave(k), model,
+                                    bos_id, eos_id)
+        vocab = log_probs.size(-1)
+        candidates = (beam_log_probs.view(-1, 1) + log_probs).view(active, k * vocab)
+        candidate_scores, index = candidates.topk(2 * k, dim=1)
+        candidate_tokens = index % vocab
+        candidate_rows = index // vocab + torch.arange(active, device=device)[:, None] * k
+
+        ends = (candidate_tokens == eos_id) & (candidate_scores > float("-inf"))
+        ends[:, k:] = False  # an EOS outside the best k would not have been kept
+        _finish(ends, candidate_scores, candidate_rows, sentence, generated, history,
+                finished, k, length_penalty)
+        done = at_limit | torch.tensor([len(finished[s]) >= k for s in sentence.tolist()],
+                                       device=device)
+        if done.all():
+            break
+
+        continuing = candidate_scores.masked_fill(candidate_tokens == eos_id, float("-inf"))
+        beam_log_probs, keep = continuing.topk(k, dim=1)
+        rows = candidate_rows.gather(1, keep)[~done].view(-1)
+        tokens = candidate_tokens.gather(1, keep)[~done].view(-1)
+        beam_log_probs, sentence = beam_log_probs[~done], sentence[~done]
+        generated = torch.cat([generated[rows], tokens[:, None]], dim=1)
+        if done.any():  # memory is the same for a sentence's beams: only drop done ones
+            kept_rows = (~done).repeat_interleave(k)
+            memory, source_mask = memory[kept_rows], source_mask[kept_rows]
+        if cache is not None:
+            cache.select(rows)
+        if history is not None:
+            history.parents.append(rows)
+    return [sorted(hypotheses, key=lambda h: h.score, reverse=True)[:n_best]
+            for hypotheses in finished]
+
+
+def _finish(
+    ends: Tensor,
+    scores: Tensor,
+    rows: Tensor,
+    sentence: Tensor,
+    generated: Tensor,
+    history: _AttentionHistory | None,
+    finished: list[list[Hypothesis]],
+    beam_size: int,
+    alpha: float,
+) -> None:
+    """Turn the candidates marked in ``ends`` [active, 2k] into finished hypotheses, best
+    first, until their sentence has ``beam_size`` of them."""
+    chosen = [(group, column) for group, column in ends.nonzero().tolist()
+              if len(finished[int(sentence[group])]) < beam_size]
+    if not chosen:
+        return
+    groups, columns = zip(*chosen)
+    chosen_rows = rows[list(groups), list(columns)]
+    attention = history.trace(chosen_rows).float().cpu() if history is not None else None
+    chosen_scores = scores[list(groups), list(columns)].tolist()
+    token_lists = generated[chosen_rows, 1:].tolist()
+    for i, (group, log_prob, tokens) in enumerate(zip(groups, chosen_scores, token_lists)):
+        hypotheses = finished[int(sentence[group])]
+        if len(hypotheses) < beam_size:
+            score = log_prob / gnmt_length_penalty(len(tokens) + 1, alpha)
+            weights = attention[i] if attention is not None else None
+            hypotheses.append(Hypothesis(tokens, score, weights, log_prob=log_prob))

@@ -29,6 +29,7 @@ from translator.checkpoint import load_checkpoint, save_checkpoint
 from translator.data import Pair, TokenBatchSampler, load_splits, make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
+from translator.plotting import draw_showcase_heatmaps
 from translator.search import greedy_search
 from translator.tokenizer import Tokenizer
 
@@ -66,6 +67,7 @@ class TrainConfig:
     patience: int = 0  # validations without improvement before stopping; 0: never stop early
     keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
     test_beam_size: int = 4  # beam size for the final test-split score (1: greedy)
+    heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
@@ -583,6 +585,16 @@ class Trainer:
             f"  chrF {scores['chrf']:.1f}")
         return scores
 
+    def draw_showcase(self) -> None:
+        """Heatmaps of the seeds' showcase sentences, as the trained model translates them."""
+        if not self.main:
+            return
+        self.model.eval()
+        paths = draw_showcase_heatmaps(self.model, self.tokenizer, self.run_dir / "heatmaps",
+                                       self.config.data.direction, self.device,
+                                       beam_size=self.config.train.test_beam_size)
+        say(f"showcase heatmaps: {len(paths)} files in {self.run_dir / 'heatmaps'}")
+
     def close(self) -> None:
         if dist.is_initialized():
             dist.barrier()
@@ -623,6 +635,8 @@ def train(config: Config, resume: Path | None = None) -> tuple[Path, int]:
         code = trainer.run()
         if code == 0:
             trainer.finish()
+            if config.train.heatmaps:
+                trainer.draw_showcase()
         return run_dir, code
     finally:
         trainer.close()

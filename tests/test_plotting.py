@@ -1,0 +1,139 @@
+"""Plots: heatmap, head and layer grids in PNG and SVG, JSON, Devanagari drawn with its own
+font (no missing glyphs, conjuncts shaped), and the showcase set from a trained smoke model."""
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import translator.corpus
+from translator.alignment import WordAlignment
+from translator.config import load_config
+from translator.data import embedded_corpus_dir
+from translator.plotting import (
+    devanagari_font,
+    draw_showcase_heatmaps,
+    plot_heads,
+    plot_heatmap,
+    plot_layers,
+    save_alignment_json,
+)
+from translator.training import train
+from translator.translate import Translator
+
+SMOKE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+SOURCE_WORDS = ["राजेश", "ने", "ट्रेन", "टिकट", "बुक", "की"]
+TARGET_WORDS = ["Rajesh", "booked", "a", "train", "ticket"]
+SOURCE_PIECES = ["▁राजेश", "▁ने", "▁ट्", "रेन", "▁टिकट", "▁बुक", "▁की"]
+TARGET_PIECES = ["▁Raj", "esh", "▁booked", "▁a", "▁train", "▁ticket"]
+
+
+def missing_glyph_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "missing from font" in str(w.message)]
+
+
+def word_alignment(source_words=SOURCE_WORDS) -> WordAlignment:
+    torch.manual_seed(0)
+    weights = torch.rand(len(TARGET_WORDS), len(source_words)).softmax(-1)
+    return WordAlignment(list(source_words), list(TARGET_WORDS), weights)
+
+
+def random_attention(layers: int = 2, heads: int = 8) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(layers, heads, len(TARGET_PIECES) + 1, len(SOURCE_PIECES) + 1).softmax(-1)
+
+
+def test_heatmap_png_and_svg_without_missing_glyphs(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in ("map.png", "map.svg"):
+            plot_heatmap(word_alignment(), tmp_path / name, title="layer 1, mean of heads",
+                         annotate=True)
+    assert missing_glyph_warnings(caught) == []
+    assert (tmp_path / "map.png").read_bytes().startswith(PNG_MAGIC)
+    assert "<svg" in (tmp_path / "map.svg").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match=".png or .svg"):
+        plot_heatmap(word_alignment(), tmp_path / "map.jpg")
+
+
+def test_the_warning_check_catches_a_missing_glyph(tmp_path):
+    """The check above could fail: a Chinese character is in neither font."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_heatmap(word_alignment(["漢", *SOURCE_WORDS[1:]]), tmp_path / "map.png")
+    assert missing_glyph_warnings(caught)
+
+
+def test_devanagari_conjuncts_are_shaped():
+    """Shaped, क्ष is one conjunct glyph, narrower than the two letters क and ष side by side;
+    drawn letter by letter (no shaping) it would be wider."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    font = FontProperties(family=[devanagari_font()], size=20)
+    width = TextToPath().get_text_width_height_descent
+    assert width("क्ष", font, ismath=False)[0] < width("कष", font, ismath=False)[0]
+
+
+def test_head_and_layer_grids(tmp_path):
+    attention = random_attention()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        heads = plot_heads(attention, SOURCE_PIECES, TARGET_PIECES, 1, tmp_path / "heads.png")
+        layers = plot_layers(attention, SOURCE_PIECES, TARGET_PIECES, tmp_path / "layers.svg")
+    assert missing_glyph_warnings(caught) == []
+    assert heads.read_bytes().startswith(PNG_MAGIC)
+    assert "<svg" in layers.read_text(encoding="utf-8")
+
+
+def test_alignment_json(tmp_path):
+    path = save_alignment_json(word_alignment(), tmp_path / "a.json", layer=1,
+                               source="राजेश ने ट्रेन टिकट बुक की")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["source_words"] == SOURCE_WORDS and record["target_words"] == TARGET_WORDS
+    assert len(record["weights"]) == len(TARGET_WORDS)
+    assert all(sum(row) == pytest.approx(1, abs=1e-3) for row in record["weights"])
+    assert record["layer"] == 1 and record["eos"] == "drop"
+    assert "राजेश" in path.read_text(encoding="utf-8")  # readable, not \\u escapes
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """The smoke config on 400 embedded pairs, a few steps and no test split: a trained run
+    folder in seconds."""
+    out = tmp_path_factory.mktemp("runs")
+    rows = (embedded_corpus_dir() / "train.tsv").read_text(encoding="utf-8").splitlines()
+    (out / "train.tsv").write_text("\n".join(rows[:400]) + "\n", encoding="utf-8")
+    (out / "dev.tsv").write_text("\n".join(rows[400:410]) + "\n", encoding="utf-8")
+    config = load_config(SMOKE_CONFIG, [
+        "data.source=files", f"data.train_path={out / 'train.tsv'}",
+        f"data.dev_path={out / 'dev.tsv'}", f"train.output_dir={out}", "train.run_name=x",
+        "train.max_steps=6", "train.eval_every=6"])
+    run_dir, code = train(config)
+    assert code == 0
+    return run_dir
+
+
+def test_showcase_heatmaps_from_a_smoke_run(smoke_run, tmp_path, monkeypatch):
+    # One short Hindi sentence keeps the untrained model's babble (and the test) short.
+    monkeypatch.setattr(translator.corpus, "SHOWCASE", [("मुंबई की ट्रेन", "the train to Mumbai")])
+    run = Translator.from_run(smoke_run, device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paths = draw_showcase_heatmaps(run.model, run.tokenizer, tmp_path / "heatmaps", "hi-en",
+                                       "cpu")
+    assert missing_glyph_warnings(caught) == []
+    names = sorted(p.name for p in paths)
+    assert names == ["showcase-1-heads.png", "showcase-1-layers.png", "showcase-1.json",
+                     "showcase-1.png", "showcase-1.svg"]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+    record = json.loads((tmp_path / "heatmaps" / "showcase-1.json").read_text(encoding="utf-8"))
+    assert record["source"] == "मुंबई की ट्रेन" and record["direction"] == "hi-en"
+    assert record["source_words"] == ["मुंबई", "की", "ट्रेन"]
+    layers, heads = run.config.model.layers, run.config.model.heads
+    assert len(record["all_heads"]) == layers and len(record["all_heads"][0]) == heads
+    assert len(record["weights"]) == len(record["target_words"])

@@ -1,0 +1,198 @@
+"""Greedy and beam search on a small random model: the cache changes nothing, beam 1 is
+greedy, n-best lists are ranked, batching changes nothing, the returned attention is the
+chosen output's, lengths stay within their limits."""
+
+import pytest
+import torch
+
+from translator.model import ModelConfig, Transformer
+from translator.search import beam_search, gnmt_length_penalty, greedy_search, output_limits
+
+PAD, BOS, EOS = 0, 2, 3
+VOCAB = 40
+
+
+def random_model(eos_bias: float = 2.5, max_positions: int = 64, layers: int = 2) -> Transformer:
+    """A random model whose EOS bias makes outputs end at different lengths (0 to the limit),
+    so finishing, early stopping and the limits all get exercised."""
+    torch.manual_seed(0)
+    config = ModelConfig(d_model=32, heads=4, layers=layers, d_ff=64, dropout=0.0,
+                         source_vocab_size=VOCAB, target_vocab_size=VOCAB, pad_id=PAD,
+                         max_positions=max_positions)
+    model = Transformer(config).eval()
+    with torch.no_grad():
+        model.output_bias[EOS] += eos_bias
+    return model
+
+
+def sentences(lengths: list[int], seed: int = 1) -> list[list[int]]:
+    """Source ids ending with EOS, of the given lengths (EOS included)."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(4, VOCAB, (n - 1,), generator=generator).tolist() + [EOS]
+            for n in lengths]
+
+
+def padded(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([row + [PAD] * (width - len(row)) for row in rows])
+
+
+LENGTHS = [9, 4, 12, 2, 7, 9]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Models this small run fastest on one thread, also when the machine is busy (several
+    threads each then wait for a core)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_model()
+
+
+@pytest.fixture(scope="module")
+def source():
+    return padded(sentences(LENGTHS))
+
+
+def test_the_random_model_gives_outputs_of_many_lengths(model, source):
+    lengths = {len(h.tokens) for h in greedy_search(model, source, BOS, EOS)}
+    lengths |= {len(h.tokens) for n in beam_search(model, source, BOS, EOS, 4, 4) for h in n}
+    assert len(lengths) >= 4  # otherwise the other tests here prove little
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_cached_and_uncached_decoding_agree(model, source, beam):
+    if beam == 1:
+        cached = [[h] for h in greedy_search(model, source, BOS, EOS, use_cache=True)]
+        uncached = [[h] for h in greedy_search(model, source, BOS, EOS, use_cache=False)]
+    else:
+        cached = beam_search(model, source, BOS, EOS, beam, n_best=beam, use_cache=True)
+        uncached = beam_search(model, source, BOS, EOS, beam, n_best=beam, use_cache=False)
+    for with_cache, without in zip(cached, uncached):
+        assert [h.tokens for h in with_cache] == [h.tokens for h in without]
+        for a, b in zip(with_cache, without):
+            assert a.score == pytest.approx(b.score, abs=1e-4)
+            assert torch.allclose(a.cross_attention, b.cross_attention, atol=1e-5)
+
+
+def test_beam_size_one_is_greedy(model, source):
+    greedy = greedy_search(model, source, BOS, EOS)
+    beam = [nbest[0] for nbest in beam_search(model, source, BOS, EOS, beam_size=1)]
+    for g, b in zip(greedy, beam):
+        assert b.tokens == g.tokens
+        assert b.log_prob == pytest.approx(g.score, abs=1e-4)
+        assert torch.allclose(b.cross_attention, g.cross_attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_nbest_lists_are_sorted_by_the_length_penalised_score(model, source, alpha):
+    results = beam_search(model, source, BOS, EOS, beam_size=5, n_best=5, length_penalty=alpha)
+    for nbest in results:
+        assert len(nbest) == 5
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in nbest}) == 5  # five different hypotheses
+        for h in nbest:
+            penalty = gnmt_length_penalty(len(h.tokens) + 1, alpha)
+            assert h.score == pytest.approx(h.log_prob / penalty)
+
+
+def test_a_wider_beam_finds_at_least_as_probable_an_output_here(model, source):
+    greedy = greedy_search(model, source, BOS, EOS)
+    beam = beam_search(model, source, BOS, EOS, beam_size=6, length_penalty=0.0)
+    assert sum(b[0].log_prob for b in beam) > sum(g.score for g in greedy)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_batched_and_one_by_one_decoding_agree(model, beam):
+    rows = sentences(LENGTHS)
+    batched = beam_search(model, padded(rows), BOS, EOS, beam, n_best=beam)
+    for row, nbest in zip(rows, batched):
+        alone = beam_search(model, padded([row]), BOS, EOS, beam, n_best=beam)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in nbest]
+        for a, b in zip(alone, nbest):
+            assert a.score == pytest.approx(b.score, abs=1e-4)
+            # the batch's padding columns get no weight; the rest is the same
+            assert torch.allclose(a.cross_attention, b.cross_attention[..., : len(row)],
+                                  atol=1e-5)
+            assert not b.cross_attention[..., len(row):].any()
+
+
+def test_beam_attention_equals_teacher_forced_rescoring(model, source):
+    results = beam_search(model, source, BOS, EOS, beam_size=4, n_best=4)
+    for row, nbest in enumerate(results):
+        memory, source_mask = model.encode(source[row : row + 1])
+        for h in nbest:  # every hypothesis of the list, not only the best
+            target_input = torch.tensor([[BOS, *h.tokens]])
+            with torch.no_grad():
+                out = model.decode(target_input, memory, source_mask, need_weights=True)
+            forced = torch.cat(out.cross_attention)  # [layers, heads, T + 1, S]
+            assert h.cross_attention.shape == forced.shape
+            assert torch.allclose(h.cross_attention, forced, atol=1e-5)
+            log_probs = out.logits[0].log_softmax(-1)
+            expected = log_probs.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum()
+            assert h.log_prob == pytest.approx(expected.item(), abs=1e-4)
+
+
+def test_outputs_stop_at_each_sentences_own_limit_with_an_eos_row():
+    never_ends = random_model(eos_bias=-30.0)
+    source = padded(sentences([3, 10]))
+    limits = output_limits(source, never_ends, ratio=1.5, extra=2).tolist()
+    assert limits == [6, 17]
+    for hypotheses in (greedy_search(never_ends, source, BOS, EOS, max_length_extra=2),
+                       [n[0] for n in beam_search(never_ends, source, BOS, EOS, 3,
+                                                  max_length_extra=2)]):
+        for h, limit in zip(hypotheses, limits):
+            assert len(h.tokens) + 1 == limit  # EOS was made the only choice at the limit
+            assert h.cross_attention.shape[2] == limit
+
+
+def test_a_source_near_max_positions_does_not_overrun_the_positions():
+    model = random_model(eos_bias=-30.0, max_positions=16)
+    source = padded(sentences([16]))
+    for h in [greedy_search(model, source, BOS, EOS)[0], beam_search(model, source, BOS,
+                                                                      EOS, 2)[0][0]]:
+        assert len(h.tokens) + 1 == 16
+
+
+def test_beam_search_stops_early_once_every_beam_has_ended(monkeypatch):
+    eager = random_model(eos_bias=8.0)  # EOS is by far the most probable next token
+    source = padded(sentences([20, 30]))
+    steps = []
+    decode = eager.decode
+    monkeypatch.setattr(eager, "decode", lambda *a, **k: steps.append(1) or decode(*a, **k))
+    results = beam_search(eager, source, BOS, EOS, beam_size=3, n_best=3)
+    assert len(steps) < 10 < int(output_limits(source, eager, 1.5, 10).max())
+    assert all(len(nbest) == 3 for nbest in results)
+
+
+def test_attention_can_be_left_out(model, source):
+    assert all(h.cross_attention is None for h in greedy_search(model, source, BOS, EOS,
+                                                                need_attention=False))
+    nbest = beam_search(model, source, BOS, EOS, 3, 2, need_attention=False)
+    assert all(h.cross_attention is None for n in nbest for h in n)
+    with_attention = beam_search(model, source, BOS, EOS, 3, 2)
+    assert [[h.tokens for h in n] for n in nbest] == [[h.tokens for h in n]
+                                                       for n in with_attention]
+
+
+def test_pad_and_bos_are_never_generated():
+    model = random_model()
+    with torch.no_grad():  # make them the most probable tokens
+        model.output_bias[PAD] += 50
+        model.output_bias[BOS] += 50
+    source = padded(sentences([5, 8]))
+    outputs = [h.tokens for h in greedy_search(model, source, BOS, EOS)]
+    outputs += [h.tokens for n in beam_search(model, source, BOS, EOS, 3, 3) for h in n]
+    assert all(PAD not in tokens and BOS not in tokens for tokens in outputs)
+
+
+def test_n_best_larger_than_the_beam_is_refused(model, source):
+    with pytest.raises(ValueError, match="n_best"):
+        beam_search(model, source, BOS, EOS, beam_size=2, n_best=3)

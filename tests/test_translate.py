@@ -1,0 +1,314 @@
+"""The Translator and the translate/evaluate scripts, on a run folder built here: a small
+tokenizer and a random model saved the way train.py saves them (training one would take
+longer than all these tests)."""
+
+import dataclasses
+import importlib.util
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+
+from translator.checkpoint import load_checkpoint, save_checkpoint
+from translator.config import config_to_dict, load_config, save_config
+from translator.corpus import SHOWCASE, read_split
+from translator.data import make_batch
+from translator.errors import TranslatorError
+from translator.model import Transformer
+from translator.tokenizer import Tokenizer
+from translator.training import token_loss
+from translator.translate import TranslateError, Translator, find_run
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_POSITIONS = 64
+RAJESH = SHOWCASE[0][0]
+HINDI = [RAJESH, "मेरा नाम राम है।", "UPI भुगतान विफल हो गया", "कल बारिश होगी",
+         "आज बैंक बंद है।", "मैं घर जा रहा हूँ"]
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+translate_script = load_script("translate")
+evaluate_script = load_script("evaluate")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Models this small run fastest on one thread, also when the machine is busy (several
+    threads each then wait for a core)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_run(run_dir: Path, pairs: list[tuple[str, str, str]]) -> Path:
+    """A run folder as train.py writes it (config.yaml, tokenizer/, checkpoints/best.pt),
+    with a model fitted for a few seconds to 32 short pairs, so that its outputs end at
+    different lengths, as a trained model's do."""
+    config = load_config(ROOT / "configs" / "smoke.yaml", [
+        f"model.max_positions={MAX_POSITIONS}", "model.layers=2", "tokenizer.vocab_size=500"])
+    tokenizer = Tokenizer.train(config.tokenizer, [hi for hi, _, _ in pairs],
+                                [en for _, en, _ in pairs], run_dir / "tokenizer")
+    config.model.source_vocab_size = tokenizer.source_vocab_size
+    config.model.target_vocab_size = tokenizer.target_vocab_size
+    torch.manual_seed(0)
+    model = Transformer(config.model)
+    short = [(hi, en) for hi, en, _ in pairs if len(hi.split()) <= 8][:32]
+    batch = make_batch([tokenizer.encode_source(hi) for hi, _ in short],
+                       [tokenizer.encode_target(en) for _, en in short],
+                       tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for _ in range(40):
+        logits = model(batch.source, batch.target_input)
+        loss = token_loss(logits, batch.target_output, tokenizer.pad_id, 0.0)
+        optimizer.zero_grad()
+        (loss / batch.num_target_tokens).backward()
+        optimizer.step()
+    save_config(config, run_dir / "config.yaml")
+    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config), "step": 40,
+                     "tokenizer": tokenizer.fingerprint()}, run_dir / "checkpoints" / "best.pt")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("runs") / "tiny", read_split("train")[:600])
+
+
+@pytest.fixture(scope="module")
+def translator(run_dir) -> Translator:
+    return Translator.from_run(run_dir, device="cpu")
+
+
+def one_sentence(error: Exception) -> str:
+    message = str(error)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_from_run_loads_model_tokenizer_and_config(translator, run_dir):
+    assert translator.direction == "hi-en"
+    assert translator.model.config.max_positions == MAX_POSITIONS
+    assert not translator.model.training
+    assert translator.tokenizer.fingerprint() == load_checkpoint(
+        run_dir / "checkpoints" / "best.pt")["tokenizer"]
+    assert translator.to("cpu") is translator and translator.device.type == "cpu"
+
+
+def test_the_newest_run_is_found_through_latest_or_by_date(tmp_path, run_dir):
+    runs = tmp_path / "runs"
+    with pytest.raises(TranslateError, match="no trained run"):
+        find_run(None, runs)
+    shutil.copytree(run_dir, runs / "old")
+    shutil.copytree(run_dir, runs / "new")
+    (runs / "new" / "checkpoints" / "best.pt").touch()
+    assert find_run(None, runs) == runs / "new"
+    (runs / "latest").symlink_to("old")
+    assert find_run(None, runs) == (runs / "old").resolve()
+
+
+def test_best_falls_back_to_last(tmp_path, run_dir):
+    copy = shutil.copytree(run_dir, tmp_path / "run")
+    (copy / "checkpoints" / "best.pt").rename(copy / "checkpoints" / "last.pt")
+    assert Translator.from_run(copy).translate(["कल"], beam_size=2)[0].tokens is not None
+
+
+def test_unusable_run_folders_get_one_clear_sentence(tmp_path, run_dir):
+    with pytest.raises(TranslateError, match="does not exist"):
+        Translator.from_run(tmp_path / "nowhere")
+    with pytest.raises(TranslateError, match="not a run folder"):
+        Translator.from_run(tmp_path)
+    copy = shutil.copytree(run_dir, tmp_path / "run")
+    (copy / "checkpoints" / "best.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(TranslatorError, match="corrupt") as error:
+        Translator.from_run(copy)
+    one_sentence(error.value)
+    shutil.rmtree(copy / "checkpoints")
+    with pytest.raises(TranslateError, match="no checkpoint") as error:
+        Translator.from_run(copy)
+    one_sentence(error.value)
+
+
+def test_a_checkpoint_with_another_tokenizer_is_refused(tmp_path, run_dir, translator):
+    copy = shutil.copytree(run_dir, tmp_path / "run")
+    shutil.rmtree(copy / "tokenizer")
+    other = read_split("train")[600:1200]
+    Tokenizer.train(translator.tokenizer.cfg, [hi for hi, _, _ in other],
+                    [en for _, en, _ in other], copy / "tokenizer")
+    with pytest.raises(TranslateError, match="another tokenizer") as error:
+        Translator.from_run(copy)
+    one_sentence(error.value)
+
+
+# ---------------------------------------------------------------- translating
+
+
+def test_results_carry_text_tokens_pieces_and_attention(translator):
+    for result in translator.translate(HINDI, beam_size=3):
+        assert result.text == translator.tokenizer.decode_target(result.tokens)
+        assert result.target_pieces == translator.tokenizer.target_pieces(result.tokens)
+        assert result.source_pieces == translator.tokenizer.source_pieces(
+            translator.tokenizer.encode_source(result.source))
+        layers, heads, rows, columns = result.attention.shape
+        assert (layers, heads) == (2, 8)
+        assert (rows, columns) == (len(result.target_pieces) + 1, len(result.source_pieces) + 1)
+        assert torch.allclose(result.attention.sum(-1), torch.ones(layers, heads, rows),
+                              atol=1e-5)
+        assert result.warnings == [] and result.nbest == []
+
+
+def test_beam_attention_equals_teacher_forced_rescoring(translator):
+    tok = translator.tokenizer
+    for result in translator.translate(HINDI, beam_size=4, n_best=3):
+        for candidate in result.nbest:
+            source = torch.tensor([tok.encode_source(result.source) + [tok.eos_id]])
+            with torch.no_grad():
+                memory, mask = translator.model.encode(source)
+                out = translator.model.decode(torch.tensor([[tok.bos_id, *candidate.tokens]]),
+                                              memory, mask, need_weights=True)
+            assert torch.allclose(candidate.attention, torch.cat(out.cross_attention),
+                                  atol=1e-5)
+
+
+def test_batched_and_one_by_one_translation_agree(translator):
+    batched = translator.translate(HINDI, beam_size=3, n_best=2, batch_size=4)
+    for text, together in zip(HINDI, batched):
+        alone = translator.translate([text], beam_size=3, n_best=2, batch_size=1)[0]
+        assert dataclasses.replace(alone, score=together.score) == together  # text, tokens, ...
+        assert alone.score == pytest.approx(together.score, abs=1e-4)
+        assert [t.tokens for t in alone.nbest] == [t.tokens for t in together.nbest]
+        assert torch.allclose(alone.attention, together.attention, atol=1e-5)
+
+
+def test_nbest_lists_are_sorted_and_start_with_the_result(translator):
+    for result in translator.translate(HINDI, beam_size=4, n_best=4):
+        scores = [t.score for t in result.nbest]
+        assert len(scores) == 4 and scores == sorted(scores, reverse=True)
+        assert result.nbest[0] == result and result.nbest[0].nbest == []
+
+
+def test_empty_inputs_give_empty_translations(translator):
+    results = translator.translate(["", "   ", RAJESH, "\u200b"], beam_size=2)
+    for i in (0, 1, 3):
+        assert results[i].text == "" and results[i].tokens == [] and results[i].attention is None
+    assert results[2].tokens
+    assert translator.translate([]) == []
+
+
+def test_long_input_is_split_with_a_warning_and_does_not_crash(translator):
+    long_text = " ".join([RAJESH] * 6)  # far more pieces than MAX_POSITIONS
+    ids = translator.tokenizer.encode_source(long_text)
+    assert len(ids) > MAX_POSITIONS
+    for beam in (1, 3):
+        result = translator.translate([long_text, "कल"], beam_size=beam)[0]
+        assert any("split into" in w for w in result.warnings)
+        assert result.text and result.source_pieces == translator.tokenizer.source_pieces(ids)
+        rows, columns = len(result.target_pieces) + 1, len(result.source_pieces) + 1
+        assert result.attention.shape[2:] == (rows, columns)
+        assert torch.allclose(result.attention.sum(-1), torch.ones(2, 8, rows), atol=1e-5)
+
+
+def test_text_in_the_wrong_script_gets_a_warning_and_a_translation(translator):
+    english, mixed = translator.translate(["The train is late.", "UPI भुगतान विफल हो गया"],
+                                          beam_size=2)
+    assert len(english.warnings) == 1 and "Devanagari" in english.warnings[0]
+    assert english.tokens is not None
+    assert mixed.warnings == []  # Latin words inside Hindi are normal
+
+
+def test_unknown_characters_go_through_byte_fallback(translator):
+    result = translator.translate(["राजेश 🚆 龍"], beam_size=2)[0]
+    assert any(piece.startswith("<0x") for piece in result.source_pieces)
+    assert translator.tokenizer.unk_id not in translator.tokenizer.encode_source(result.source)
+
+
+def test_bad_requests_are_refused(translator):
+    with pytest.raises(TranslateError, match="n-best"):
+        translator.translate(["कल"], beam_size=2, n_best=3)
+    with pytest.raises(TypeError):
+        translator.translate("कल")
+
+
+# ---------------------------------------------------------------- scripts
+
+
+def test_translate_script_prints_one_line_per_input_line(run_dir, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{RAJESH}\n\nकल बारिश होगी\n"))
+    assert translate_script.main(["--run", str(run_dir), "--beam", "2"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    expected = Translator.from_run(run_dir).translate([RAJESH], beam_size=2)[0].text
+    assert lines[0] == expected
+
+
+def test_translate_script_json_and_nbest(run_dir, tmp_path, capsys):
+    source = tmp_path / "in.hi"
+    source.write_text("कल बारिश होगी\n\nThe train is late.\n", encoding="utf-8")
+    assert translate_script.main(["--run", str(run_dir), "--file", str(source), "--json",
+                                  "--beam", "3", "--n-best", "2"]) == 0
+    captured = capsys.readouterr()
+    records = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["source"] for r in records] == ["कल बारिश होगी", "", "The train is late."]
+    assert len(records[0]["nbest"]) == 2 and records[1]["text"] == ""
+    assert "warning: input 3:" in captured.err
+    assert translate_script.main(["--run", str(run_dir), "--beam", "3", "--n-best", "2",
+                                  "कल बारिश होगी"]) == 0
+    assert capsys.readouterr().out.count("\t") == 1
+
+
+def test_translate_script_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert translate_script.main(["--run", str(tmp_path / "none"), "कल"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_evaluate_script_scores_equal_sacrebleus(run_dir, tmp_path, capsys):
+    pairs = read_split("test")[:12]
+    src, ref, out = tmp_path / "test.hi", tmp_path / "test.en", tmp_path / "hyp.en"
+    src.write_text("".join(hi + "\n" for hi, _, _ in pairs), encoding="utf-8")
+    ref.write_text("".join(en + "\n" for _, en, _ in pairs), encoding="utf-8")
+    assert evaluate_script.main(["--run", str(run_dir), "--src", str(src), "--ref", str(ref),
+                                 "--out", str(out), "--beam", "2", "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    hypotheses = out.read_text(encoding="utf-8").splitlines()
+    references = [en for _, en, _ in pairs]
+    assert len(hypotheses) == 12
+    assert scores["bleu"] == sacrebleu.corpus_bleu(hypotheses, [references]).score
+    assert scores["chrf"] == sacrebleu.corpus_chrf(hypotheses, [references]).score
+    assert scores["chrf++"] == sacrebleu.corpus_chrf(hypotheses, [references],
+                                                     word_order=2).score
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert "nw:2" in scores["chrf++_signature"]
+
+
+def test_evaluate_script_refuses_misaligned_files(run_dir, tmp_path, capsys):
+    src, ref = tmp_path / "a.hi", tmp_path / "a.en"
+    src.write_text("कल\nआज\n", encoding="utf-8")
+    ref.write_text("yesterday\n", encoding="utf-8")
+    assert evaluate_script.main(["--run", str(run_dir), "--src", str(src), "--ref",
+                                 str(ref)]) == 2
+    assert "line-aligned" in capsys.readouterr().err
+
+
+def test_translate_script_draws_the_chosen_beams_heatmaps(run_dir, tmp_path, capsys):
+    heatmap, heads = tmp_path / "heatmap.png", tmp_path / "heads.png"
+    assert translate_script.main(["--run", str(run_dir), "--beam", "3", "--plot", str(heatmap),
+                                  "--plot-heads", str(heads), "--layer", "-1", "कल"]) == 0
+    for path in (heatmap, heads):
+        assert path.read_bytes()[:4] == b"\x89PNG"
+    assert translate_script.main(["--run", str(run_dir), "--layer", "7", "--plot",
+                                  str(heatmap), "कल"]) == 2
+    assert "layer 7 does not exist" in capsys.readouterr().err

@@ -1,0 +1,371 @@
+"""Cross-attention → word alignments: what the decoder looked at while writing each word.
+
+The model attends over SentencePiece pieces; a reader thinks in words. This module takes the
+cross-attention of every decoder layer and head ([layers, heads, T+1, S+1]: one row per target
+piece plus the EOS step, one column per source piece plus the source EOS), picks a view (one
+layer, its heads averaged), merges pieces into whitespace words and turns the result into hard
+links, scored with the alignment error rate (AER).
+
+Attention comes from two places: the model's own output (`translate_with_attention`, greedy
+or beam: the chosen hypothesis) and any given sentence pair by teacher forcing
+(`teacher_forced_attention`, "forced alignment").
+
+The default view is `DEFAULT_LAYER` with all heads averaged; bench/alignment_bench.py measures
+every layer (and every head) against gold alignments, which is how the default is to be set
+(see the note at `DEFAULT_LAYER`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from translator.data import make_batch
+from translator.errors import TranslatorError
+from translator.model import Transformer
+from translator.tokenizer import Tokenizer
+
+# Which decoder layer's heads to average by default, as a Python index (negative counts from
+# the top). PROVISIONAL: -2, the penultimate layer, which aligns best in Garg et al. (2019,
+# "Jointly Learning to Align and Translate with Transformer Models"). The CPU-only benchmark
+# so far could train models of minutes only, whose attention aligns no better than chance;
+# bench/alignment_bench.py on a trained run prints the layer to put here. A model with fewer
+# layers than the index reaches uses its first layer.
+DEFAULT_LAYER = -2
+EOS_LABEL = "</s>"
+EOS_MODES = ("drop", "keep")
+Link = tuple[int, int]  # (source word, target word), both 0-based
+
+
+class AlignmentError(TranslatorError):
+    """An alignment cannot be computed from the input as given; the message says why."""
+
+
+# ---------------------------------------------------------------- choosing a view
+
+
+def resolve_layer(layer: int | None, num_layers: int) -> int:
+    """The non-negative index of ``layer`` (None: `DEFAULT_LAYER`) in a decoder of
+    ``num_layers`` layers. An explicit index out of range is an error; the default falls back
+    to layer 0 on a model too shallow for it."""
+    if layer is None:
+        layer = DEFAULT_LAYER
+        if not -num_layers <= layer < num_layers:
+            return 0
+    if not -num_layers <= layer < num_layers:
+        raise AlignmentError(f"layer {layer} does not exist: the decoder's layers are 0 to "
+                             f"{num_layers - 1}")
+    return layer % num_layers
+
+
+def select_attention(
+    attention: Tensor, layer: int | None = None, heads: list[int] | None = None
+) -> Tensor:
+    """One [T, S] matrix from ``attention`` [layers, heads, T, S]: the mean of ``heads`` (None:
+    all) of ``layer`` (None: `DEFAULT_LAYER`). A mean of distributions is a distribution, so
+    rows still sum to 1."""
+    num_layers, num_heads = attention.shape[:2]
+    chosen = attention[resolve_layer(layer, num_layers)]
+    if heads is not None:
+        bad = [h for h in heads if not 0 <= h < num_heads]
+        if bad or not heads:
+            raise AlignmentError(f"heads {heads} are not a non-empty list of heads 0 to "
+                                 f"{num_heads - 1}")
+        chosen = chosen[heads]
+    return chosen.float().mean(0)
+
+
+def describe_view(attention: Tensor, layer: int | None = None,
+                  heads: list[int] | None = None) -> str:
+    """A title naming the view, e.g. 'layer 2 (of 0–2), mean of heads 0–7'."""
+    num_layers, num_heads = attention.shape[:2]
+    index = resolve_layer(layer, num_layers)
+    if heads is None or sorted(heads) == list(range(num_heads)):
+        which = f"mean of heads 0–{num_heads - 1}" if num_heads > 1 else "head 0"
+    elif len(heads) == 1:
+        which = f"head {heads[0]}"
+    else:
+        which = "mean of heads " + ",".join(map(str, heads))
+    return f"layer {index} (of 0–{num_layers - 1}), {which}"
+
+
+# ---------------------------------------------------------------- pieces → words
+
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def piece_words(pieces: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The whitespace words the pieces spell, and for each piece the index of its word.
+
+    A piece starting with "▁" starts a word (so does the first piece); byte pieces
+    ("<0xE2>") are turned back into the bytes they stand for."""
+    words: list[bytearray] = []
+    word_of_piece = []
+    for i, piece in enumerate(pieces):
+        if piece.startswith("▁") or i == 0:
+            words.append(bytearray())
+        byte = _BYTE_PIECE.fullmatch(piece)
+        words[-1] += bytes([int(byte.group(1), 16)]) if byte else piece.encode("utf-8")
+        word_of_piece.append(len(words) - 1)
+    texts = [w.decode("utf-8", errors="replace") for w in words]
+    # A word that is only "▁" (a model babbling word starts) keeps it, to stay visible.
+    return [t.replace("▁", "") or t for t in texts], word_of_piece
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+@dataclass
+class WordAlignment:
+    """A word-level attention matrix: ``weights[j, i]`` is how much target word j drew on
+    source word i. With eos="keep" the last source word and (if the output ended with EOS)
+    the last target word are `EOS_LABEL`."""
+
+    source_words: list[str]
+    target_words: list[str]
+    weights: Tensor  # [len(target_words), len(source_words)], each row sums to 1 (or is 0)
+    eos_kept: bool = False
+
+    def to_dict(self) -> dict:
+        return {"source_words": self.source_words, "target_words": self.target_words,
+                "weights": [[round(float(w), 4) for w in row] for row in self.weights],
+                "eos": "keep" if self.eos_kept else "drop"}
+
+
+def _grouping(word_of_piece: list[int], num_words: int) -> Tensor:
+    """[pieces, words] one-hot: which word each piece belongs to."""
+    grouping = torch.zeros(len(word_of_piece), num_words)
+    grouping[torch.arange(len(word_of_piece)), torch.tensor(word_of_piece, dtype=torch.long)] = 1
+    return grouping
+
+
+def merge_to_words(
+    weights: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str], eos: str = "drop"
+) -> WordAlignment:
+    """Turn a piece-level matrix ``weights`` [T+1, S+1] (rows: target pieces then the EOS
+    step; columns: source pieces then the source EOS) into a word-level `WordAlignment`.
+
+    A target word's row is the mean of its pieces' rows (each a distribution, so the mean is
+    one); a source word's column is the sum of its pieces' columns (attention spread over a
+    word's pieces is attention to that word). The source EOS soaks up much attention in every
+    Transformer, and the EOS step aligns to nothing a reader sees, so by default (eos="drop")
+    both are removed and every row is renormalised to sum to 1 over the real words; a row that
+    gave everything to EOS stays 0. eos="keep" keeps them as a last row and column labelled
+    `EOS_LABEL`, to show how much weight went there. Columns beyond S+1 (batch padding) are
+    ignored; a [T, ...] matrix (output cut at the length limit, no EOS step) is accepted.
+    """
+    if eos not in EOS_MODES:
+        raise ValueError(f"eos must be one of {EOS_MODES}, not {eos!r}")
+    num_source, num_target = len(source_pieces), len(target_pieces)
+    if weights.dim() != 2 or weights.size(0) not in (num_target, num_target + 1) or (
+            weights.size(1) < num_source + 1):
+        raise ValueError(f"weights of shape {tuple(weights.shape)} do not fit {num_target} "
+                         f"target and {num_source} source pieces (expected "
+                         f"[{num_target + 1}, {num_source + 1}])")
+    weights = weights[:, : num_source + 1].float().cpu()
+    source_words, source_of_piece = piece_words(source_pieces)
+    target_words, target_of_piece = piece_words(target_pieces)
+    rows = _grouping(target_of_piece, len(target_words)).t()  # [target words, T]
+    rows = rows / rows.sum(1, keepdim=True).clamp_min(1)
+    merged = torch.cat([rows @ weights[:num_target], weights[num_target:]])  # EOS row, if any
+    columns = _grouping(source_of_piece, len(source_words))  # [S, source words]
+    merged = torch.cat([merged[:, :num_source] @ columns, merged[:, num_source:]], dim=1)
+    if eos == "keep":
+        eos_row = [EOS_LABEL] if weights.size(0) == num_target + 1 else []
+        return WordAlignment(source_words + [EOS_LABEL], target_words + eos_row, merged, True)
+    merged = merged[: len(target_words), : len(source_words)]
+    merged = merged / merged.sum(1, keepdim=True).clamp_min(1e-9)
+    return WordAlignment(source_words, target_words, merged)
+
+
+def word_alignment(
+    attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
+    layer: int | None = None, heads: list[int] | None = None, eos: str = "drop",
+) -> WordAlignment:
+    """`select_attention` then `merge_to_words`: the word-level view of one layer/heads."""
+    return merge_to_words(select_attention(attention, layer, heads), source_pieces,
+                          target_pieces, eos)
+
+
+# ---------------------------------------------------------------- getting the attention
+
+
+@contextmanager
+def _evaluation(model: Transformer):
+    """Eval mode (no dropout on the weights) for the duration, then the mode it had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _encode(encode, text: str, side: str, model: Transformer) -> list[int]:
+    ids = encode(text)
+    if not ids:
+        raise AlignmentError(f"the {side} sentence is empty; give it at least one word")
+    if len(ids) + 1 > model.config.max_positions:
+        raise AlignmentError(f"the {side} sentence has {len(ids)} pieces, more than the model's "
+                             f"{model.config.max_positions - 1}; split it into shorter sentences")
+    return ids
+
+
+@torch.no_grad()
+def teacher_forced_attentions(
+    model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
+    device: str | torch.device = "cpu", batch_size: int = 32,
+) -> list[tuple[Tensor, list[str], list[str]]]:
+    """`teacher_forced_attention` for many (source, target) pairs, in batches."""
+    results = []
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        sources = [_encode(tokenizer.encode_source, s, "source", model) for s, _ in chunk]
+        targets = [_encode(tokenizer.encode_target, t, "target", model) for _, t in chunk]
+        batch = make_batch(sources, targets, tokenizer.pad_id, tokenizer.bos_id,
+                           tokenizer.eos_id).to(device)
+        with _evaluation(model):
+            memory, source_mask = model.encode(batch.source)
+            out = model.decode(batch.target_input, memory, source_mask, need_weights=True)
+        attention = torch.stack(out.cross_attention, 1).float().cpu()  # [B, L, H, T+1, S+1]
+        for row, (source_ids, target_ids) in enumerate(zip(sources, targets)):
+            matrix = attention[row, :, :, : len(target_ids) + 1, : len(source_ids) + 1]
+            results.append((matrix, tokenizer.source_pieces(source_ids),
+                            tokenizer.target_pieces(target_ids)))
+    return results
+
+
+def teacher_forced_attention(
+    model: Transformer, tokenizer: Tokenizer, source_text: str, target_text: str,
+    device: str | torch.device = "cpu",
+) -> tuple[Tensor, list[str], list[str]]:
+    """Forced alignment: feed ``target_text`` to the decoder as if the model had written it and
+    return the cross-attention [layers, heads, T+1, S+1] with the source and target pieces.
+    Row t is the step that predicts target piece t (the last row predicts EOS)."""
+    return teacher_forced_attentions(model, tokenizer, [(source_text, target_text)], device)[0]
+
+
+@torch.no_grad()
+def translate_with_attention(
+    model: Transformer, tokenizer: Tokenizer, source_text: str,
+    device: str | torch.device = "cpu", beam_size: int = 1,
+) -> tuple[str, Tensor, list[str], list[str]]:
+    """Translate ``source_text`` (greedy, or beam search when ``beam_size`` > 1 and search.py
+    offers it) and return (translation, attention [layers, heads, T+1, S+1] of the chosen
+    hypothesis, source pieces, target pieces). T+1 rows become T when the output hit the
+    length limit before EOS."""
+    import translator.search as search
+
+    source_ids = _encode(tokenizer.encode_source, source_text, "source", model)
+    source = torch.tensor([source_ids + [tokenizer.eos_id]], device=device)
+    with _evaluation(model):
+        if beam_size > 1 and hasattr(search, "beam_search"):
+            hypothesis = search.beam_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
+                                            beam_size=beam_size, need_attention=True)[0][0]
+        else:
+            hypothesis = search.greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
+                                              need_attention=True)[0]
+    attention = hypothesis.cross_attention[..., : len(source_ids) + 1].float().cpu()
+    return (tokenizer.decode_target(hypothesis.tokens), attention,
+            tokenizer.source_pieces(source_ids), tokenizer.target_pieces(hypothesis.tokens))
+
+
+# ---------------------------------------------------------------- hard links and AER
+
+
+def hard_links(weights: Tensor, threshold: float | None = None) -> list[Link]:
+    """Hard (source word, target word) links from a word-level matrix [target, source]: the
+    brightest source word of each target word, or, with ``threshold``, every cell at least
+    that bright. Rows that are all 0 get no link. Sorted by source, then target word."""
+    links = []
+    for j, row in enumerate(weights):
+        if float(row.sum()) <= 0:
+            continue
+        if threshold is None:
+            links.append((int(row.argmax()), j))
+        else:
+            links.extend((int(i), j) for i in torch.nonzero(row >= threshold).flatten())
+    return sorted(links)
+
+
+def alignment_error_rate(
+    predicted: Sequence[Iterable[Link]], gold: Sequence[Iterable[Link]]
+) -> float:
+    """AER = 1 − 2|A∩G| / (|A| + |G|) over a corpus, ``predicted`` and ``gold`` holding one
+    collection of links per sentence (all gold links counted as sure, so this equals 1 − F1).
+    Counts are summed over sentences before dividing, as in the WPT evaluations."""
+    if len(predicted) != len(gold):
+        raise AlignmentError(f"{len(predicted)} predicted alignments but {len(gold)} gold ones; "
+                             "give one line per sentence pair in both")
+    agreed = total = 0
+    for links, gold_links in zip(predicted, gold):
+        links, gold_links = set(links), set(gold_links)
+        agreed += len(links & gold_links)
+        total += len(links) + len(gold_links)
+    return 1.0 - 2.0 * agreed / total if total else 0.0
+
+
+def format_pharaoh(links: Iterable[Link]) -> str:
+    """'0-0 1-2 ...' (source-target, 0-based), sorted."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def parse_pharaoh(line: str, where: str = "input", reverse: bool = False) -> list[Link]:
+    """Links of one Pharaoh line ('i-j' items); ``reverse`` swaps them to (j, i)."""
+    links = []
+    for item in line.split():
+        match = re.fullmatch(r"(\d+)-(\d+)", item)
+        if not match:
+            raise AlignmentError(f"{where}: {item!r} is not a Pharaoh link; write links as i-j "
+                                 "with 0-based word numbers, separated by spaces")
+        i, j = int(match.group(1)), int(match.group(2))
+        links.append((j, i) if reverse else (i, j))
+    return links
+
+
+def read_pharaoh(path: str | Path, reverse: bool = False) -> list[list[Link]]:
+    """One list of links per line of a Pharaoh file ('i-j i-j ...', an empty line: none)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        raise AlignmentError(f"cannot read alignment file {path}; check the path and that it "
+                             "is UTF-8 text") from None
+    return [parse_pharaoh(line, f"{path} line {n}", reverse) for n, line in enumerate(lines, 1)]
+
+
+def align_pairs(
+    model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
+    layer: int | None = None, heads: list[int] | None = None, threshold: float | None = None,
+    device: str | torch.device = "cpu",
+) -> list[list[Link]]:
+    """Forced alignment of (source, target) sentence pairs: hard word links per pair from the
+    chosen layer/heads (`hard_links`). A pair with an empty side gets no links."""
+    usable = [i for i, (source, target) in enumerate(pairs) if source.split() and target.split()]
+    attentions = teacher_forced_attentions(model, tokenizer, [pairs[i] for i in usable], device)
+    links: list[list[Link]] = [[] for _ in pairs]
+    for i, (attention, source_pieces, target_pieces) in zip(usable, attentions):
+        weights = word_alignment(attention, source_pieces, target_pieces, layer, heads).weights
+        links[i] = hard_links(weights, threshold)
+    return links
+
+
+def check_links(links: Sequence[Sequence[Link]], pairs: Sequence[tuple[str, str]],
+                where: str) -> None:
+    """Raise if a link points past the words of its sentence pair (a gold file for other
+    sentences, or in the other direction)."""
+    for number, (sentence_links, (source, target)) in enumerate(zip(links, pairs), start=1):
+        sizes = (len(source.split()), len(target.split()))
+        for i, j in sentence_links:
+            if i >= sizes[0] or j >= sizes[1]:
+                raise AlignmentError(
+                    f"{where} line {number}: link {i}-{j} points past the {sizes[0]} source and "
+                    f"{sizes[1]} target words; is the file for these sentences, and in this "
+                    "direction (first index: the source word)?")

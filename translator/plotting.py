@@ -1,0 +1,235 @@
+"""Attention heatmaps: one word-level matrix per sentence, a grid of a layer's heads, a grid of
+all layers, and the numbers behind them as JSON.
+
+Bahdanau's picture: source words along the top, generated words down the side, each cell
+shaded by how much that output word drew on that source word. Devanagari is drawn with Noto
+Sans Devanagari (the `fontpkg_noto_sans_devanagari` package), which matplotlib ≥ 3.11 shapes
+with libraqm, so conjuncts and vowel signs come out right. Figures are built without pyplot
+(no global state, nothing left open) and saved as PNG (Agg) or SVG, by the file's suffix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import matplotlib
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from translator.alignment import (
+    EOS_LABEL,
+    WordAlignment,
+    describe_view,
+    merge_to_words,
+    resolve_layer,
+    select_attention,
+    translate_with_attention,
+)
+
+FORMATS = (".png", ".svg")
+COLOUR_MAP = "Blues"
+DPI = 150
+GRID_DPI = 100  # grids are for an overview; their PNGs stay small and quick to write
+CELL_INCHES = 0.42  # side of one word cell in the single heatmap
+MAX_INCHES = 30.0  # a babbling model's 200-word output still makes a usable file
+
+
+@cache
+def devanagari_font() -> str:
+    """Register Noto Sans Devanagari with matplotlib (once) and return its family name."""
+    import fontpkg_noto_sans_devanagari as noto
+    from matplotlib import font_manager
+
+    for path in sorted((noto.ROOT / "files").glob("*.ttf")):
+        font_manager.fontManager.addfont(str(path))
+    return noto.FAMILY
+
+
+def _style() -> dict:
+    """Devanagari first, DejaVu Sans (matplotlib's own) for anything it lacks."""
+    return {"font.family": [devanagari_font(), "DejaVu Sans"], "svg.fonttype": "path",
+            "axes.titlesize": 10, "figure.titlesize": 11}
+
+
+def _save(figure: Figure, path: str | Path, dpi: int = DPI) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"cannot tell the image format of {path}; end it in .png or .svg")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def _draw_matrix(axes, alignment: WordAlignment, annotate: bool, x_labels: bool,
+                 y_labels: bool, font_size: float = 9):
+    """Shade ``alignment`` into ``axes``: source words across the top, target words down."""
+    weights = alignment.weights.float().numpy()
+    image = axes.imshow(weights, cmap=COLOUR_MAP, vmin=0.0, vmax=1.0, aspect="auto",
+                        interpolation="nearest")
+    axes.xaxis.tick_top()
+    if x_labels:
+        axes.set_xticks(range(len(alignment.source_words)), alignment.source_words,
+                        rotation=60, ha="left", rotation_mode="anchor", fontsize=font_size)
+    else:  # no ticks at all: a grid's inner panels stay clean (and quick to draw)
+        axes.set_xticks([])
+    if y_labels:
+        axes.set_yticks(range(len(alignment.target_words)), alignment.target_words,
+                        fontsize=font_size)
+    else:
+        axes.set_yticks([])
+    axes.tick_params(length=0)
+    if alignment.eos_kept:  # set the EOS column (and row) apart from the words
+        axes.axvline(len(alignment.source_words) - 1.5, color="grey", linewidth=1)
+        if alignment.target_words and alignment.target_words[-1] == EOS_LABEL:
+            axes.axhline(len(alignment.target_words) - 1.5, color="grey", linewidth=1)
+    if annotate:
+        for j, row in enumerate(weights):
+            for i, weight in enumerate(row):
+                axes.text(i, j, f"{weight:.2f}".lstrip("0") if weight < 1 else "1",
+                          ha="center", va="center", fontsize=font_size - 2,
+                          color="white" if weight > 0.55 else "black")
+    return image
+
+
+def _size(words: int) -> float:
+    return min(MAX_INCHES, max(1.0, words * CELL_INCHES))
+
+
+def plot_heatmap(alignment: WordAlignment, path: str | Path, title: str = "cross-attention",
+                 annotate: bool = False) -> Path:
+    """One sentence's word-level matrix with a colour bar; ``annotate`` writes each weight in
+    its cell. Format from the suffix (.png or .svg)."""
+    with matplotlib.rc_context(_style()):
+        figure = Figure(figsize=(_size(len(alignment.source_words)) + 2.5,
+                                 _size(len(alignment.target_words)) + 1.5))
+        axes = figure.add_subplot()
+        if alignment.weights.numel() == 0:
+            axes.set_axis_off()
+            axes.text(0.5, 0.5, "(empty translation: nothing to show)", ha="center")
+        else:
+            image = _draw_matrix(axes, alignment, annotate, x_labels=True, y_labels=True)
+            figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03, label="attention weight")
+        axes.set_title(title, pad=12)
+        return _save(figure, path)
+
+
+def _grid(panels: list[tuple[str, WordAlignment]], path: str | Path, title: str,
+          columns: int) -> Path:
+    """Panels in a grid sharing one colour scale; words on the outer edges only."""
+    rows = math.ceil(len(panels) / columns)
+    first = panels[0][1]
+    width = min(MAX_INCHES / columns, max(1.5, len(first.source_words) * 0.22))
+    height = min(MAX_INCHES / rows, max(1.5, len(first.target_words) * 0.22))
+    with matplotlib.rc_context(_style()):
+        figure = Figure(figsize=(columns * width + 2.5, rows * (height + 1.2) + 1.0),
+                        layout="constrained")
+        grid = figure.subplots(rows, columns, squeeze=False)
+        image = None
+        for index, axes in enumerate(grid.flat):
+            if index >= len(panels) or first.weights.numel() == 0:
+                axes.set_axis_off()
+                continue
+            name, alignment = panels[index]
+            image = _draw_matrix(axes, alignment, annotate=False, x_labels=index < columns,
+                                 y_labels=index % columns == 0, font_size=7)
+            axes.set_xlabel(name, fontsize=9)
+        if image is not None:
+            figure.colorbar(image, ax=grid, fraction=0.02, pad=0.01, label="attention weight")
+        figure.suptitle(title)
+        return _save(figure, path, dpi=GRID_DPI)
+
+
+def plot_heads(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
+               layer: int | None, path: str | Path, eos: str = "drop",
+               title: str | None = None) -> Path:
+    """Every head of decoder ``layer`` (None: the default layer), each merged to words."""
+    num_layers, num_heads = attention.shape[:2]
+    index = resolve_layer(layer, num_layers)
+    panels = [(f"head {h}", merge_to_words(attention[index, h], source_pieces, target_pieces,
+                                           eos)) for h in range(num_heads)]
+    title = title or f"cross-attention of each head, layer {index} (of 0–{num_layers - 1})"
+    return _grid(panels, path, title, columns=min(4, num_heads))
+
+
+def plot_layers(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
+                path: str | Path, eos: str = "drop", title: str | None = None) -> Path:
+    """Every decoder layer, its heads averaged, each merged to words."""
+    num_layers, num_heads = attention.shape[:2]
+    default = resolve_layer(None, num_layers)
+    panels = [(f"layer {i}" + (" (default)" if i == default else ""),
+               merge_to_words(select_attention(attention, i), source_pieces, target_pieces,
+                              eos)) for i in range(num_layers)]
+    title = title or f"cross-attention of each layer, mean of its {num_heads} heads"
+    return _grid(panels, path, title, columns=min(3, num_layers))
+
+
+def _rounded(value):
+    if isinstance(value, Tensor):
+        return torch.round(value.float(), decimals=4).tolist()
+    return value
+
+
+def save_alignment_json(alignment: WordAlignment, path: str | Path, **extra) -> Path:
+    """Write the words and weights as JSON ({"source_words", "target_words", "weights",
+    "eos"} plus ``extra`` keys, e.g. the sentence, the view, or all heads' matrices)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {**alignment.to_dict(), **{key: _rounded(value) for key, value in extra.items()}}
+    path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def all_heads_as_words(attention: Tensor, source_pieces: Sequence[str],
+                       target_pieces: Sequence[str]) -> list[list[list[list[float]]]]:
+    """[layers][heads] word-level matrices (EOS dropped), for notebooks and other tools."""
+    return [[merge_to_words(attention[layer, head], source_pieces, target_pieces).weights
+             .round(decimals=4).tolist() for head in range(attention.size(1))]
+            for layer in range(attention.size(0))]
+
+
+def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
+                   out_dir: str | Path, name: str, layer: int | None = None,
+                   heads: list[int] | None = None, **extra) -> list[Path]:
+    """The full set for one sentence: NAME.png and NAME.svg (the chosen view), NAME-heads.png,
+    NAME-layers.png and NAME.json (the view plus every layer and head, as words)."""
+    out_dir = Path(out_dir)
+    alignment = merge_to_words(select_attention(attention, layer, heads), source_pieces,
+                               target_pieces)
+    view = describe_view(attention, layer, heads)
+    paths = [plot_heatmap(alignment, out_dir / f"{name}{suffix}", title=view)
+             for suffix in FORMATS]
+    paths.append(plot_heads(attention, source_pieces, target_pieces, layer,
+                            out_dir / f"{name}-heads.png"))
+    paths.append(plot_layers(attention, source_pieces, target_pieces,
+                             out_dir / f"{name}-layers.png"))
+    paths.append(save_alignment_json(
+        alignment, out_dir / f"{name}.json", view=view,
+        layer=resolve_layer(layer, attention.size(0)),
+        heads=heads or list(range(attention.size(1))),
+        **extra, all_heads=all_heads_as_words(attention, source_pieces, target_pieces)))
+    return paths
+
+
+def draw_showcase_heatmaps(model, tokenizer, out_dir: str | Path, direction: str = "hi-en",
+                           device: str | torch.device = "cpu", beam_size: int = 1) -> list[Path]:
+    """Translate the showcase sentences (`translator.corpus.SHOWCASE`: the Hindi side for
+    hi-en, the English side for en-hi) and draw each one's set (`draw_attention`) into
+    ``out_dir`` as showcase-1.*, showcase-2.*, ... Returns the files written."""
+    from translator.corpus import SHOWCASE
+
+    if direction not in ("hi-en", "en-hi"):
+        raise ValueError(f"direction must be hi-en or en-hi, not {direction!r}")
+    paths = []
+    for number, (hindi, english) in enumerate(SHOWCASE, start=1):
+        source, reference = (hindi, english) if direction == "hi-en" else (english, hindi)
+        translation, attention, source_pieces, target_pieces = translate_with_attention(
+            model, tokenizer, source, device, beam_size)
+        paths += draw_attention(attention, source_pieces, target_pieces, out_dir,
+                                f"showcase-{number}", source=source, translation=translation,
+                                reference=reference, direction=direction, beam_size=beam_size)
+    return paths

@@ -1,0 +1,359 @@
+"""The Translator: a trained run folder (model, tokenizer, config) behind one call.
+
+    translator = Translator.from_run("runs/latest")
+    for result in translator.translate(["राजेश ने कल शाम को ट्रेन टिकट बुक की"]):
+        print(result.text, result.score)
+
+Each `Translation` carries the tokens, the score, the subword pieces of both sides and the
+cross-attention of the output that was chosen (every layer and head), ready for
+`translator.alignment` and `translator.plotting`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+from torch import Tensor
+
+from translator.checkpoint import load_checkpoint
+from translator.config import Config, load_config
+from translator.data import make_batch, normalize
+from translator.errors import TranslatorError
+from translator.model import ModelConfig, Transformer
+from translator.search import Hypothesis, beam_search, greedy_search
+from translator.tokenizer import Tokenizer
+
+RUNS_DIR = Path("runs")  # where train.py puts run folders by default
+DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
+
+
+class TranslateError(TranslatorError):
+    """A run folder, checkpoint or request the Translator cannot use; the message says why."""
+
+
+@dataclass
+class Translation:
+    source: str  # the input as given
+    text: str  # the translation ("" for an empty input)
+    tokens: list[int]  # target ids, without BOS and EOS
+    # greedy: the sum of token log-probabilities; beam: that sum / the GNMT length penalty
+    score: float
+    source_pieces: list[str]  # pieces of the source ids fed to the model, without the EOS
+    target_pieces: list[str]  # pieces of ``tokens``
+    # [layers, heads, len(target_pieces) + 1, len(source_pieces) + 1]: the last row is the
+    # EOS step, the last column the source EOS; None when not asked for (or empty input)
+    attention: Tensor | None = field(default=None, repr=False, compare=False)
+    # the n-best list, best first (nbest[0] has this translation's content, with an empty
+    # nbest of its own); empty when only one translation was asked for
+    nbest: list[Translation] = field(default_factory=list, repr=False, compare=False)
+    warnings: list[str] = field(default_factory=list)  # what went wrong with the input
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-friendly part (no attention): source, text, score, tokens, warnings and,
+        when there is one, the n-best list."""
+        record: dict[str, Any] = {"source": self.source, "text": self.text, "score": self.score,
+                                  "tokens": self.tokens, "warnings": self.warnings}
+        if self.nbest:
+            record["nbest"] = [{"text": t.text, "score": t.score, "tokens": t.tokens}
+                               for t in self.nbest]
+        return record
+
+
+# ---------------------------------------------------------------- finding and loading a run
+
+
+def find_run(run_dir: str | Path | None = None, runs_dir: Path = RUNS_DIR) -> Path:
+    """``run_dir`` if it is a run folder; None: runs/latest, else the newest folder under
+    runs/ that holds a checkpoint."""
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise TranslateError(f"run folder {run_dir} does not exist; pass the folder that "
+                                 "python scripts/train.py printed")
+        if not (run_dir / "config.yaml").is_file():
+            raise TranslateError(f"{run_dir} is not a run folder (no config.yaml in it); pass "
+                                 "the folder that python scripts/train.py printed")
+        return run_dir
+    latest = runs_dir / "latest"
+    if (latest / "config.yaml").is_file():
+        return latest.resolve()
+    candidates = [d for d in runs_dir.iterdir() if d.is_dir() and (d / "config.yaml").is_file()
+                  and any((d / "checkpoints").glob("*.pt"))] if runs_dir.is_dir() else []
+    if not candidates:
+        raise TranslateError(f"no trained run found under {runs_dir}/; train one with python "
+                             "scripts/train.py or pass --run DIR")
+    return max(candidates, key=lambda d: max(p.stat().st_mtime
+                                             for p in (d / "checkpoints").glob("*.pt")))
+
+
+def checkpoint_path(run_dir: Path, checkpoint: str = "best") -> Path:
+    """checkpoints/<checkpoint>.pt of the run (a path to a .pt file is taken as is); "best"
+    falls back to last.pt, which a run stopped before its first validation has alone."""
+    if checkpoint.endswith(".pt") and Path(checkpoint).is_file():
+        return Path(checkpoint)
+    folder = run_dir / "checkpoints"
+    path = folder / (checkpoint if checkpoint.endswith(".pt") else f"{checkpoint}.pt")
+    if not path.is_file() and checkpoint == "best":
+        path = folder / "last.pt"
+    if not path.is_file():
+        raise TranslateError(f"{run_dir} has no checkpoint {path.name} (in {folder}); train the "
+                             "run further or pick another with --checkpoint")
+    return path
+
+
+def _model_config(state: dict[str, Any], path: Path) -> ModelConfig:
+    settings = state["config"].get("model") if isinstance(state["config"], dict) else None
+    try:
+        return ModelConfig(**settings)
+    except (TypeError, ValueError):
+        raise TranslateError(f"checkpoint {path} holds a model config this version of "
+                             "translator cannot read; use the version that trained it") from None
+
+
+def _check_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, config: ModelConfig,
+                     path: Path, run_dir: Path) -> None:
+    fingerprint = state.get("tokenizer")
+    sizes = (config.source_vocab_size, config.target_vocab_size)
+    if (fingerprint is not None and fingerprint != tokenizer.fingerprint()) or sizes != (
+            tokenizer.source_vocab_size, tokenizer.target_vocab_size):
+        raise TranslateError(f"checkpoint {path} was trained with another tokenizer than the one "
+                             f"in {run_dir / 'tokenizer'}; use the run folder it came from")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise TranslateError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TranslateError(f"device {name} asks for CUDA but no GPU is visible; use cpu or auto")
+    return device
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def script_warning(text: str, direction: str) -> str | None:
+    """A warning when most letters are in the other language's script (a best-effort
+    translation follows anyway); Latin words inside Hindi text (UPI, OTP) are normal."""
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return None
+    devanagari = sum(bool(DEVANAGARI.match(c)) for c in letters) / len(letters)
+    if direction == "hi-en" and devanagari < 0.5:
+        return ("the input is not in Devanagari, but this model translates Hindi to English; "
+                "it was translated anyway, expect a poor result")
+    if direction == "en-hi" and devanagari >= 0.5:
+        return ("the input is in Devanagari, but this model translates English to Hindi; it "
+                "was translated anyway, expect a poor result")
+    return None
+
+
+def split_source(text: str, tokenizer: Tokenizer, limit: int) -> list[list[int]]:
+    """Source ids in parts of at most ``limit`` pieces: whole sentences where they fit,
+    a sentence too long on its own cut before a word start."""
+    parts: list[list[int]] = [[]]
+    for sentence in SENTENCE_END.split(normalize(text)):
+        for window in _windows(tokenizer.encode_source(sentence), tokenizer, limit):
+            if parts[-1] and len(parts[-1]) + len(window) > limit:
+                parts.append([])
+            parts[-1].extend(window)
+    return [part for part in parts if part]
+
+
+def _windows(ids: list[int], tokenizer: Tokenizer, limit: int) -> list[list[int]]:
+    windows = []
+    while len(ids) > limit:
+        pieces = tokenizer.source_pieces(ids[1 : limit + 1])
+        word_starts = [i + 1 for i, piece in enumerate(pieces) if piece.startswith("▁")]
+        cut = word_starts[-1] if word_starts else limit
+        windows.append(ids[:cut])
+        ids = ids[cut:]
+    return windows + [ids]
+
+
+def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> Translation:
+    """One Translation from the translations of a long input's parts: texts joined, scores
+    summed, attention laid out block by block (each part's rows over its own source columns,
+    its source-EOS weight in the one EOS column; only the last part keeps its EOS row)."""
+    attention = None
+    if all(part.attention is not None for part in parts):
+        first = parts[0].attention
+        rows = sum(len(p.target_pieces) for p in parts) + 1
+        columns = sum(len(p.source_pieces) for p in parts) + 1
+        attention = first.new_zeros(*first.shape[:2], rows, columns)
+        row = column = 0
+        for part in parts:
+            t, s = len(part.target_pieces), len(part.source_pieces)
+            kept_rows = t + 1 if part is parts[-1] else t  # with or without the EOS row
+            part_rows = slice(row, row + kept_rows)
+            attention[:, :, part_rows, column : column + s] = part.attention[:, :, :kept_rows, :s]
+            attention[:, :, part_rows, -1] = part.attention[:, :, :kept_rows, -1]
+            row, column = row + t, column + s
+    merged = Translation(
+        source=source,
+        text=" ".join(part.text for part in parts if part.text),
+        tokens=[token for part in parts for token in part.tokens],
+        score=sum(part.score for part in parts),
+        source_pieces=[piece for part in parts for piece in part.source_pieces],
+        target_pieces=[piece for part in parts for piece in part.target_pieces],
+        attention=attention,
+        warnings=warnings,
+    )
+    if parts[0].nbest:  # only the best translations of the parts can be joined
+        merged.nbest = [dataclasses.replace(merged, nbest=[])]
+    return merged
+
+
+# ---------------------------------------------------------------- the Translator
+
+
+class Translator:
+    """A model, its tokenizer and its config, ready to translate lists of sentences."""
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, config: Config,
+                 device: str | torch.device = "cpu") -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.direction = config.data.direction  # "hi-en" or "en-hi"
+        self.run_dir: Path | None = None  # set by from_run
+        self.device = torch.device("cpu")
+        self.to(device)
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path | None = None, checkpoint: str = "best",
+                 device: str = "auto") -> Translator:
+        """Load a run folder written by train.py (None: the newest run under runs/)."""
+        run_dir = find_run(run_dir)
+        config = load_config(run_dir / "config.yaml")
+        tokenizer = Tokenizer.load(run_dir / "tokenizer")
+        path = checkpoint_path(run_dir, checkpoint)
+        state = load_checkpoint(path)
+        config.model = _model_config(state, path)  # the weights' own shape decides
+        _check_tokenizer(state, tokenizer, config.model, path, run_dir)
+        model = Transformer(config.model)
+        try:
+            model.load_state_dict(state["model"])
+        except RuntimeError:
+            raise TranslateError(f"checkpoint {path} does not fit the model its config "
+                                 "describes; it is damaged or from another version") from None
+        translator = cls(model, tokenizer, config, resolve_device(device))
+        translator.run_dir = run_dir
+        return translator
+
+    def to(self, device: str | torch.device) -> Translator:
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.model.to(self.device)
+        return self
+
+    @property
+    def max_source_pieces(self) -> int:
+        """The longest source the model can read, in pieces (its EOS takes one position)."""
+        return self.model.config.max_positions - 1
+
+    def translate(self, texts: list[str], beam_size: int = 5, n_best: int = 1,
+                  batch_size: int = 32, need_attention: bool = True) -> list[Translation]:
+        """Translate ``texts`` (one Translation each, in order). Beam size 1 is greedy
+        search; ``n_best`` > 1 fills each result's ``nbest``. An empty text gives an empty
+        Translation; text in the wrong script, or longer than the model can read (it is
+        split into parts translated one by one), gets a warning."""
+        if isinstance(texts, str):
+            raise TypeError("translate() takes a list of strings, not one string")
+        if beam_size < 1 or not 1 <= n_best <= beam_size:
+            raise TranslateError(f"beam size {beam_size} and n-best {n_best} don't fit: "
+                                 "both must be at least 1 and n-best at most the beam size")
+        requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
+        warnings: list[list[str]] = [[] for _ in texts]
+        for i, text in enumerate(texts):
+            ids = self.tokenizer.encode_source(text)
+            if not ids:
+                continue
+            warning = script_warning(text, self.direction)
+            if warning:
+                warnings[i].append(warning)
+            parts = [ids]
+            if len(ids) > self.max_source_pieces:
+                parts = split_source(text, self.tokenizer, self.max_source_pieces)
+                warnings[i].append(
+                    f"the input has {len(ids)} pieces, more than the model's limit of "
+                    f"{self.max_source_pieces}; it was split into {len(parts)} parts, "
+                    "translated one by one")
+            requests += [(i, part) for part in parts]
+        hypotheses = self._decode([ids for _, ids in requests], beam_size, n_best, batch_size,
+                                  need_attention)
+        parts_of: list[list[Translation]] = [[] for _ in texts]
+        for (i, ids), nbest in zip(requests, hypotheses):
+            parts_of[i].append(self._translation(texts[i], ids, nbest, n_best, warnings[i]))
+        results = []
+        for text, parts, text_warnings in zip(texts, parts_of, warnings):
+            if not parts:
+                results.append(Translation(text, "", [], 0.0, [], [], warnings=text_warnings))
+            elif len(parts) == 1:
+                results.append(parts[0])
+            else:
+                results.append(merge_parts(text, parts, text_warnings))
+        return results
+
+    @torch.no_grad()
+    def _decode(self, sources: list[list[int]], beam_size: int, n_best: int, batch_size: int,
+                need_attention: bool) -> list[list[Hypothesis]]:
+        """Search in batches of similar length; results in the order of ``sources``."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        tok = self.tokenizer
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            source = make_batch([sources[i] for i in chunk], [[] for _ in chunk], tok.pad_id,
+                                tok.bos_id, tok.eos_id).source.to(self.device)
+            if beam_size == 1:
+                found = [[h] for h in greedy_search(self.model, source, tok.bos_id, tok.eos_id,
+                                                    need_attention=need_attention)]
+            else:
+                found = beam_search(self.model, source, tok.bos_id, tok.eos_id, beam_size,
+                                    n_best, need_attention=need_attention)
+            for i, nbest in zip(chunk, found):
+                results[i] = nbest
+        return results
+
+    def _translation(self, source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
+                     warnings: list[str]) -> Translation:
+        translations = []
+        for hypothesis in nbest:
+            attention = hypothesis.cross_attention
+            translations.append(Translation(
+                source=source,
+                text=self.tokenizer.decode_target(hypothesis.tokens),
+                tokens=hypothesis.tokens,
+                score=hypothesis.score,
+                source_pieces=self.tokenizer.source_pieces(ids),
+                target_pieces=self.tokenizer.target_pieces(hypothesis.tokens),
+                attention=attention[:, :, :, : len(ids) + 1] if attention is not None else None,
+                warnings=warnings,
+            ))
+        best = dataclasses.replace(translations[0])
+        best.nbest = translations if n_best > 1 else []
+        return best
+
+
+# ---------------------------------------------------------------- corpus scores
+
+
+def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
+    """Corpus BLEU, chrF and chrF++ (sacrebleu's defaults) with their signatures."""
+    metrics = {"bleu": sacrebleu.metrics.BLEU(), "chrf": sacrebleu.metrics.CHRF(),
+               "chrf++": sacrebleu.metrics.CHRF(word_order=2)}
+    scores: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        scores[name] = metric.corpus_score(hypotheses, [references]).score
+        scores[f"{name}_signature"] = str(metric.get_signature())
+    return scores
