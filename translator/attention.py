@@ -17,13 +17,14 @@ from torch import Tensor, nn
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
 ) -> tuple[Tensor, Tensor]:
     """Return ``(output, weights)`` for queries ``q`` [..., n, d_k], keys ``k`` [..., m, d_k]
     and values ``v`` [..., m, d_v], batched over any leading dimensions.
 
     ``mask`` is boolean and broadcastable to [..., n, m]: True where a query may look,
-    False where it may not (padding, or the future under a causal mask).
+    False where it may not (padding, or the future under a causal mask). ``dropout_p``
+    (training only) drops weights before the weighted sum; the returned weights are whole.
     """
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1)  # step 1: raw scores Q·Kᵀ, one row per query
@@ -31,8 +32,24 @@ def scaled_dot_product_attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # e^(−∞) = 0 after the softmax
     weights = torch.softmax(scores, dim=-1)  # step 3: each row becomes a distribution
-    output = weights @ v  # step 4: weighted sum of the values
+    output = dropout(weights, dropout_p) @ v  # step 4: weighted sum of the values
     return output, weights
+
+
+def dropout(x: Tensor, p: float) -> Tensor:
+    """Inverted dropout: zero each element with probability ``p``, scale the rest by 1/(1−p).
+
+    The same computation as ``F.dropout(x, p)``, drawn with ``torch.rand_like``: on CPUs
+    torch's own dropout samples through a serial Bernoulli path that takes about twice as long
+    an element, and made dropout a fifth of a training step (bench/train_speed.py). GPUs keep
+    torch's fused kernel.
+    """
+    if p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p)
+    keep = torch.rand_like(x).ge_(p).div_(1.0 - p)  # 1/(1−p) with probability 1−p, else 0
+    return x * keep
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
@@ -119,16 +136,16 @@ class MultiHeadAttention(nn.Module):
             k, v = self.project_keys_values(source)
             if cache is not None:
                 k, v = cache.append(k, v)
-        dropout = self.dropout if self.training else 0.0
-        if need_weights:
-            context, weights = scaled_dot_product_attention(q, k, v, mask)
-            if dropout:  # dropout acts on the weights, as in the fused kernel
-                context = F.dropout(weights, dropout) @ v
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights or (dropout_p and q.device.type == "cpu"):
+            # The four steps as written above. On CPUs PyTorch's fused kernel cannot drop
+            # weights, so with dropout it runs these same steps, only with slower sampling.
+            context, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
         else:
             # PyTorch's fused kernel computes the same four steps without materialising the
             # n × m weights; the explicit path above is kept for reading and for plots.
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
             weights = None
         batch, _, length, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, length, self.heads * self.d_k)
-        return self.w_o(context), weights
+        return self.w_o(context), weights if need_weights else None

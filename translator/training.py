@@ -30,7 +30,7 @@ from translator.data import Pair, TokenBatchSampler, load_splits, make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.plotting import draw_showcase_heatmaps
-from translator.search import greedy_search
+from translator.search import beam_search, greedy_search
 from translator.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -115,8 +115,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 def cpu_supports_bf16() -> bool:
-    capability = torch.backends.cpu.get_cpu_capability()
-    return "AVX512" in capability or "AMX" in capability
+    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX). Without
+    them bf16 matmuls are emulated and run about 5× slower than fp32 (measured here on an
+    AVX-512 Xeon without AVX512-BF16: 21 against 99 GFLOP/s on one core)."""
+    if "AMX" in torch.backends.cpu.get_cpu_capability():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: don't guess, fp32 is never slow
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -262,7 +270,8 @@ class Trainer:
         self.model = Transformer(config.model).to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.learning_rate, betas=tuple(cfg.adam_betas or
-            (0.9, 0.98)), eps=1e-9, weight_decay=cfg.weight_decay)
+            (0.9, 0.98)), eps=1e-9, weight_decay=cfg.weight_decay,
+            fused=True)  # one kernel for all parameters: 3× faster steps on CPU
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, inverse_sqrt_schedule(cfg.warmup_steps))
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
@@ -507,17 +516,18 @@ class Trainer:
                                     "lr": lr, "tokens_per_second": round(speed),
                                     "epoch": self.sampler.state_dict().get("epoch", 0)})
                 window_start, window_tokens = time.time(), 0
-            if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps:
+            out_of_time = self._agree(
+                cfg.max_minutes > 0 and time.time() - started > cfg.max_minutes * 60)
+            if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps or out_of_time:
                 if self._validate_and_save():
                     say(f"early stop: no better dev {cfg.early_stopping_metric} in "
                         f"{cfg.patience} validations")
                     break
-            out_of_time = cfg.max_minutes > 0 and time.time() - started > cfg.max_minutes * 60
-            if self._agree(self.stop_signal is not None or out_of_time):
+            if out_of_time:
+                say(f"time limit of {cfg.max_minutes:g} minutes reached at step {self.step}")
+                break
+            if self._agree(self.stop_signal is not None):
                 self.save("last.pt")
-                if self.stop_signal is None:
-                    say(f"time limit of {cfg.max_minutes} minutes reached at step {self.step}")
-                    break
                 name = signal.Signals(self.stop_signal).name
                 say(f"stopped by {name} at step {self.step}; checkpoint saved to "
                     f"{self.run_dir / 'checkpoints' / 'last.pt'}; continue with: "
@@ -602,13 +612,11 @@ class Trainer:
 
 
 def decode(model: Transformer, source: torch.Tensor, tokenizer: Tokenizer, beam_size: int):
-    """Greedy for beam size 1, else beam search (when search.py offers it)."""
-    import translator.search as search
-
-    if beam_size > 1 and hasattr(search, "beam_search"):
-        return [nbest[0] for nbest in search.beam_search(
-            model, source, tokenizer.bos_id, tokenizer.eos_id, beam_size=beam_size,
-            need_attention=False)]
+    """The best hypothesis per sentence: greedy for beam size 1, else beam search."""
+    if beam_size > 1:
+        return [nbest[0] for nbest in beam_search(model, source, tokenizer.bos_id,
+                                                  tokenizer.eos_id, beam_size=beam_size,
+                                                  need_attention=False)]
     return greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id, need_attention=False)
 
 

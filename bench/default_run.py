@@ -1,0 +1,146 @@
+"""The default run, timed: python scripts/train.py with configs/default.yaml, start to finish.
+
+    python bench/default_run.py                       # the whole default run
+    python bench/default_run.py train.max_steps=30    # a quick check of this bench
+
+Runs scripts/train.py as a child process (the default config, with any overrides given here)
+into bench/results/default-run/run (a previous run there is deleted first), and times the
+whole of it: loading the corpus, training SentencePiece, training, validations and the final
+test-split score. Then it reads the run's metrics.jsonl and test_scores.json, translates the
+seeds' Rajesh sentence with the trained model (translator.translate.Translator, beam as in the
+test score) and prints a Markdown table, also written to bench/results/default_run.md.
+Targets (issue 5): under 15 minutes on a 2-core CPU, chrF ≥ 50 on the test split.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
+
+from translator.corpus import SHOWCASE  # noqa: E402
+from translator.errors import TranslatorError  # noqa: E402
+from translator.translate import Translator  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+OUTPUT_DIR = RESULTS / "default-run"
+RUN_NAME = "run"
+TARGET_MINUTES = 15.0
+TARGET_CHRF = 50.0
+
+
+def run_training(overrides: list[str]) -> tuple[int, float]:
+    """Exit code and wall seconds of scripts/train.py; its output goes to this terminal."""
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"),
+               f"train.output_dir={OUTPUT_DIR}", f"train.run_name={RUN_NAME}", *overrides]
+    print("$ " + " ".join(command), file=sys.stderr)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    started = time.perf_counter()
+    code = subprocess.run(command, cwd=ROOT, env=environment).returncode
+    return code, time.perf_counter() - started
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def run_setting(run_dir: Path) -> str:
+    """'device cpu, fp32, 1 process(es)' as train.log states it (the resolved precision)."""
+    log = run_dir / "train.log"
+    for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
+        if "device " in line and "|" in line:
+            return line.rsplit("|", 1)[-1].strip()
+    return "unknown"
+
+
+def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
+    metrics = read_metrics(run_dir)
+    train = [m for m in metrics if m.get("kind") == "train"]
+    validations = [m for m in metrics if m.get("kind") == "validation"]
+    scores = json.loads((run_dir / "test_scores.json").read_text(encoding="utf-8"))
+    beam = scores.get("beam_size", 1)
+    hindi, reference = SHOWCASE[0]
+    translator = Translator.from_run(run_dir, device="cpu")
+    rajesh = translator.translate([hindi], beam_size=beam, need_attention=False)[0].text
+    speeds = [m["tokens_per_second"] for m in train]
+    minutes = seconds / 60
+    rows = [
+        ("wall time: data, SentencePiece, training, validations, test score",
+         f"{minutes:.1f} min", f"< {TARGET_MINUTES:.0f} min",
+         "yes" if minutes < TARGET_MINUTES else "**no**"),
+        ("optimiser steps", f"{train[-1]['step'] if train else 0:,}", "", ""),
+        ("training tokens/s (median of logged windows; min–max)",
+         f"{statistics.median(speeds):,.0f} ({min(speeds):,.0f}–{max(speeds):,.0f})"
+         if speeds else "–", "", ""),
+        ("last dev BLEU / chrF",
+         f"{validations[-1]['dev_bleu']:.1f} / {validations[-1]['dev_chrf']:.1f}"
+         if validations else "–", "", ""),
+        (f"test BLEU (beam {beam}, {scores.get('sentences', '?')} sentences)",
+         f"{scores['bleu']:.1f}", "", ""),
+        (f"test chrF (beam {beam})", f"{scores['chrf']:.1f}", f"≥ {TARGET_CHRF:.0f}",
+         "yes" if scores["chrf"] >= TARGET_CHRF else "**no**"),
+    ]
+    lines = [
+        "## The default run (issue 5)",
+        "",
+        f"`{' '.join(['python scripts/train.py', *overrides])}` on "
+        f"{os.cpu_count()} CPU cores; {run_setting(run_dir)}; run folder "
+        f"`{run_dir.relative_to(ROOT)}`."
+        + (" With overrides, the targets (set for the default run) are for reference only."
+           if overrides else ""),
+        "",
+        "| measure | value | target | met |",
+        "| --- | ---: | ---: | :---: |",
+        *(f"| {name} | {value} | {target} | {met} |" for name, value, target, met in rows),
+        "",
+        "| the Rajesh sentence | |",
+        "| --- | --- |",
+        f"| source | {hindi} |",
+        f"| reference | {reference} |",
+        f"| ours (beam {beam}) | {rajesh or '(empty)'} |",
+        "",
+        f"BLEU: `{scores.get('bleu_signature', '?')}`  ",
+        f"chrF: `{scores.get('chrf_signature', '?')}`",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    overrides = sys.argv[1:]
+    if any(o in ("-h", "--help") for o in overrides):
+        print(__doc__)
+        return 0
+    run_dir = OUTPUT_DIR / RUN_NAME
+    shutil.rmtree(run_dir, ignore_errors=True)
+    code, seconds = run_training(overrides)
+    if code != 0:
+        print(f"error: scripts/train.py exited with code {code}; its message is above",
+              file=sys.stderr)
+        return code
+    if not (run_dir / "test_scores.json").is_file():
+        print(f"error: {run_dir} has no test_scores.json, so the run did not finish; see "
+              f"{run_dir / 'train.log'}", file=sys.stderr)
+        return 2
+    try:
+        report = table(overrides, seconds, run_dir)
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(report)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "default_run.md").write_text(report + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
