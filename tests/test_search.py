@@ -40,14 +40,7 @@ def padded(rows: list[list[int]]) -> torch.Tensor:
 LENGTHS = [9, 4, 12, 2, 7, 9]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models this small run fastest on one thread, also when the machine is busy (several
-    threads each then wait for a core)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -41,14 +41,7 @@ translate_script = load_script("translate")
 evaluate_script = load_script("evaluate")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models this small run fastest on one thread, also when the machine is busy (several
-    threads each then wait for a core)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_run(run_dir: Path, pairs: list[tuple[str, str, str]]) -> Path:
