@@ -29,6 +29,7 @@ from torch import Tensor
 from translator.data import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
+from translator.search import beam_search, greedy_search
 from translator.tokenizer import Tokenizer
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
@@ -258,21 +259,18 @@ def translate_with_attention(
     model: Transformer, tokenizer: Tokenizer, source_text: str,
     device: str | torch.device = "cpu", beam_size: int = 1,
 ) -> tuple[str, Tensor, list[str], list[str]]:
-    """Translate ``source_text`` (greedy, or beam search when ``beam_size`` > 1 and search.py
-    offers it) and return (translation, attention [layers, heads, T+1, S+1] of the chosen
-    hypothesis, source pieces, target pieces). T+1 rows become T when the output hit the
-    length limit before EOS."""
-    import translator.search as search
-
+    """Translate ``source_text`` (greedy, or beam search when ``beam_size`` > 1) and return
+    (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source pieces,
+    target pieces)."""
     source_ids = _encode(tokenizer.encode_source, source_text, "source", model)
     source = torch.tensor([source_ids + [tokenizer.eos_id]], device=device)
     with _evaluation(model):
-        if beam_size > 1 and hasattr(search, "beam_search"):
-            hypothesis = search.beam_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
-                                            beam_size=beam_size, need_attention=True)[0][0]
+        if beam_size > 1:
+            hypothesis = beam_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
+                                     beam_size=beam_size, need_attention=True)[0][0]
         else:
-            hypothesis = search.greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
-                                              need_attention=True)[0]
+            hypothesis = greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
+                                       need_attention=True)[0]
     attention = hypothesis.cross_attention[..., : len(source_ids) + 1].float().cpu()
     return (tokenizer.decode_target(hypothesis.tokens), attention,
             tokenizer.source_pieces(source_ids), tokenizer.target_pieces(hypothesis.tokens))

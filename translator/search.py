@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from translator.data import make_batch
 from translator.model import Transformer
 
 
@@ -249,3 +250,38 @@ def _finish(
             score = log_prob / gnmt_length_penalty(len(tokens) + 1, alpha)
             weights = attention[i] if attention is not None else None
             hypotheses.append(Hypothesis(tokens, score, weights, log_prob=log_prob))
+
+
+# ---------------------------------------------------------------- many sentences
+
+
+@torch.no_grad()
+def search_in_batches(
+    model: Transformer,
+    sources: list[list[int]],
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 1,
+    n_best: int = 1,
+    batch_size: int = 64,
+    need_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Search sentences of source ids (without EOS) in batches of similar length, greedy for
+    beam size 1, else beam search; the n-best lists come back in the order of ``sources``."""
+    device = next(model.parameters()).device
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        source = make_batch([sources[i] for i in chunk], [[] for _ in chunk], pad_id, bos_id,
+                            eos_id).source.to(device)
+        if beam_size == 1:
+            found = [[h] for h in greedy_search(model, source, bos_id, eos_id,
+                                                need_attention=need_attention)]
+        else:
+            found = beam_search(model, source, bos_id, eos_id, beam_size, n_best,
+                                need_attention=need_attention)
+        for i, nbest in zip(chunk, found):
+            results[i] = nbest
+    return results

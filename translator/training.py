@@ -30,7 +30,7 @@ from translator.data import Pair, TokenBatchSampler, load_splits, make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.plotting import draw_showcase_heatmaps
-from translator.search import beam_search, greedy_search
+from translator.search import search_in_batches
 from translator.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -104,14 +104,19 @@ def init_distributed() -> tuple[int, int]:
 
 
 def resolve_device(name: str) -> torch.device:
+    """"auto" → CUDA if visible, else CPU; under torchrun "cuda" means this process's GPU."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and dist.is_initialized():
         name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise TrainingError("train.device asks for CUDA but no GPU is visible; use "
-                            "train.device=cpu or auto")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise TranslatorError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TranslatorError(f"device {name} asks for CUDA but no GPU is visible; use cpu or "
+                              "auto")
+    return device
 
 
 def cpu_supports_bf16() -> bool:
@@ -418,22 +423,14 @@ class Trainer:
             tokens += batch.num_target_tokens
         return total / max(1, tokens)
 
-    @torch.no_grad()
     def translate_ids(self, source_ids: list[list[int]], beam_size: int = 1) -> list[str]:
-        """Translate already-encoded sentences in length-sorted batches, in input order."""
+        """Translate already-encoded sentences (best hypothesis each), in input order."""
         self.model.eval()
-        order = sorted(range(len(source_ids)), key=lambda i: len(source_ids[i]))
-        outputs: dict[int, str] = {}
-        for start in range(0, len(order), 64):
-            chunk = order[start : start + 64]
-            batch = make_batch([source_ids[i] for i in chunk], [[] for _ in chunk],
-                               self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id)
-            source = batch.source.to(self.device)
-            with autocast(self.device, self.precision):
-                hypotheses = decode(self.model, source, self.tokenizer, beam_size)
-            for i, hypothesis in zip(chunk, hypotheses):
-                outputs[i] = self.tokenizer.decode_target(hypothesis.tokens)
-        return [outputs[i] for i in range(len(source_ids))]
+        tok = self.tokenizer
+        with autocast(self.device, self.precision):
+            found = search_in_batches(self.model, source_ids, tok.pad_id, tok.bos_id,
+                                      tok.eos_id, beam_size)
+        return [tok.decode_target(nbest[0].tokens) for nbest in found]
 
     def validate(self) -> dict[str, Any]:
         cfg = self.config.train
@@ -609,15 +606,6 @@ class Trainer:
         if dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
-
-
-def decode(model: Transformer, source: torch.Tensor, tokenizer: Tokenizer, beam_size: int):
-    """The best hypothesis per sentence: greedy for beam size 1, else beam search."""
-    if beam_size > 1:
-        return [nbest[0] for nbest in beam_search(model, source, tokenizer.bos_id,
-                                                  tokenizer.eos_id, beam_size=beam_size,
-                                                  need_attention=False)]
-    return greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id, need_attention=False)
 
 
 def train(config: Config, resume: Path | None = None) -> tuple[Path, int]:

@@ -23,11 +23,12 @@ from torch import Tensor
 
 from translator.checkpoint import load_checkpoint
 from translator.config import Config, load_config
-from translator.data import make_batch, normalize
+from translator.data import normalize
 from translator.errors import TranslatorError
 from translator.model import ModelConfig, Transformer
-from translator.search import Hypothesis, beam_search, greedy_search
+from translator.search import Hypothesis, search_in_batches
 from translator.tokenizer import Tokenizer
+from translator.training import resolve_device
 
 RUNS_DIR = Path("runs")  # where train.py puts run folders by default
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
@@ -125,18 +126,6 @@ def _check_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, config: ModelC
             tokenizer.source_vocab_size, tokenizer.target_vocab_size):
         raise TranslateError(f"checkpoint {path} was trained with another tokenizer than the one "
                              f"in {run_dir / 'tokenizer'}; use the run folder it came from")
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise TranslateError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TranslateError(f"device {name} asks for CUDA but no GPU is visible; use cpu or auto")
-    return device
 
 
 # ---------------------------------------------------------------- input checks
@@ -304,26 +293,11 @@ class Translator:
                 results.append(merge_parts(text, parts, text_warnings))
         return results
 
-    @torch.no_grad()
     def _decode(self, sources: list[list[int]], beam_size: int, n_best: int, batch_size: int,
                 need_attention: bool) -> list[list[Hypothesis]]:
-        """Search in batches of similar length; results in the order of ``sources``."""
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        results: list[list[Hypothesis]] = [[] for _ in sources]
         tok = self.tokenizer
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            source = make_batch([sources[i] for i in chunk], [[] for _ in chunk], tok.pad_id,
-                                tok.bos_id, tok.eos_id).source.to(self.device)
-            if beam_size == 1:
-                found = [[h] for h in greedy_search(self.model, source, tok.bos_id, tok.eos_id,
-                                                    need_attention=need_attention)]
-            else:
-                found = beam_search(self.model, source, tok.bos_id, tok.eos_id, beam_size,
-                                    n_best, need_attention=need_attention)
-            for i, nbest in zip(chunk, found):
-                results[i] = nbest
-        return results
+        return search_in_batches(self.model, sources, tok.pad_id, tok.bos_id, tok.eos_id,
+                                 beam_size, n_best, batch_size, need_attention)
 
     def _translation(self, source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
                      warnings: list[str]) -> Translation:
