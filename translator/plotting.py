@@ -30,6 +30,7 @@ from translator.alignment import (
     select_attention,
     translate_with_attention,
 )
+from translator.errors import TranslatorError
 
 FORMATS = (".png", ".svg")
 COLOUR_MAP = "Blues"
@@ -233,3 +234,99 @@ def draw_showcase_heatmaps(model, tokenizer, out_dir: str | Path, direction: str
                                 f"showcase-{number}", source=source, translation=translation,
                                 reference=reference, direction=direction, beam_size=beam_size)
     return paths
+
+
+CURVE_METRICS = ("chrf", "bleu", "loss")  # what can pick the best checkpoint, as in training
+CURVE_NAMES = {"chrf": "chrF", "bleu": "BLEU", "loss": "loss"}
+
+
+def _read_metrics(path: Path) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The train and validation records of a metrics.jsonl, by step (a step logged twice, as
+    after a resume, keeps its later record). A last line cut short (a run killed while writing
+    it) is skipped; any other line that is not a record is an error."""
+    required = {"train": ("step", "loss"),
+                "validation": ("step", "dev_loss", "dev_bleu", "dev_chrf")}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise TranslatorError(f"cannot read metrics file {path}; give a run folder's "
+                              "metrics.jsonl") from None
+    lines = text.splitlines()
+    records: dict[str, dict[int, dict]] = {"train": {}, "validation": {}}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n"):
+                continue
+            raise TranslatorError(f"{path} line {number} is not a JSON record; is it a run's "
+                                  "metrics.jsonl?") from None
+        if not isinstance(record, dict):
+            raise TranslatorError(f"{path} line {number} is not a JSON object")
+        kind = record.get("kind")
+        if kind not in required:
+            continue  # "test" and any later kinds
+        missing = [key for key in required[kind]
+                   if not isinstance(record.get(key), (int, float))]
+        if missing:
+            raise TranslatorError(f"{path} line {number}: the {kind} record lacks a number for "
+                                  f"{', '.join(missing)}")
+        records[kind][int(record["step"])] = record
+    if not records["train"] and not records["validation"]:
+        raise TranslatorError(f"{path} has no train or validation records; has the run logged "
+                              "a step yet?")
+    return records["train"], records["validation"]
+
+
+def plot_learning_curves(metrics_path: str | Path, out_path: str | Path,
+                         best_by: str = "chrf") -> Path:
+    """Learning curves of a run from its metrics.jsonl: train and dev loss against steps
+    (above), dev BLEU and chrF against steps (below), the best checkpoint marked (the
+    validation with the highest dev ``best_by``: "chrf", "bleu", or the lowest "loss", the
+    first of equals, as the trainer picks best.pt). Format from the suffix (.png or .svg).
+    A file that cannot be read or holds no records raises `TranslatorError`."""
+    if best_by not in CURVE_METRICS:
+        raise ValueError(f"best_by must be one of {CURVE_METRICS}, not {best_by!r}")
+    metrics_path = Path(metrics_path)
+    train, validation = _read_metrics(metrics_path)
+    train_steps = sorted(train)
+    dev_steps = sorted(validation)
+    figure = Figure(figsize=(7.5, 6.0), layout="constrained")
+    loss_axes, score_axes = figure.subplots(2, 1, sharex=True)
+    if train_steps:
+        loss_axes.plot(train_steps, [train[s]["loss"] for s in train_steps], color="tab:blue",
+                       linewidth=1.2, label="train loss")
+    if dev_steps:
+        loss_axes.plot(dev_steps, [validation[s]["dev_loss"] for s in dev_steps], "o-",
+                       color="tab:orange", markersize=4, label="dev loss")
+        score_axes.plot(dev_steps, [validation[s]["dev_chrf"] for s in dev_steps], "o-",
+                        color="tab:green", markersize=4, label="dev chrF")
+        score_axes.plot(dev_steps, [validation[s]["dev_bleu"] for s in dev_steps], "s-",
+                        color="tab:purple", markersize=4, label="dev BLEU")
+        key = "dev_loss" if best_by == "loss" else f"dev_{best_by}"
+        sign = -1 if best_by == "loss" else 1
+        best = max(dev_steps, key=lambda s: (sign * validation[s][key], -s))
+        record = validation[best]
+        for axes in (loss_axes, score_axes):
+            axes.axvline(best, color="grey", linestyle="--", linewidth=1)
+        score_axes.annotate(
+            f"best checkpoint (dev {CURVE_NAMES[best_by]}), step {best}:\n"
+            f"chrF {record['dev_chrf']:.1f}  "
+            f"BLEU {record['dev_bleu']:.1f}  loss {record['dev_loss']:.3f}",
+            xy=(best, record["dev_chrf"]), xytext=(0.02, 0.95), textcoords="axes fraction",
+            va="top", fontsize=8, arrowprops={"arrowstyle": "->", "color": "grey"})
+    else:
+        score_axes.text(0.5, 0.5, "(no validation yet)", ha="center", va="center",
+                        transform=score_axes.transAxes, color="grey")
+    loss_axes.set_ylabel("loss (cross-entropy)")
+    score_axes.set_ylabel("dev score")
+    score_axes.set_ylim(bottom=0)
+    score_axes.set_xlabel("step")
+    for axes in (loss_axes, score_axes):
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(loc="best", fontsize=8)
+    figure.suptitle(f"learning curves: {metrics_path.parent.name or metrics_path.name}")
+    return _save(figure, out_path, dpi=100)
