@@ -17,13 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-from translator.data import (  # noqa: E402
-    DataConfig,
-    TokenBatchSampler,
-    embedded_corpus_dir,
-    load_splits,
-    padding_fraction,
-)
+from translator.batching import TokenBatchSampler, padding_fraction  # noqa: E402
+from translator.data import DataConfig, embedded_corpus_dir, load_splits  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
 from translator.tokenizer import Tokenizer, TokenizerConfig  # noqa: E402
 

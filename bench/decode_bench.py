@@ -20,7 +20,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from translator.data import DataConfig, load_splits, make_batch  # noqa: E402
+from translator.batching import source_tensor  # noqa: E402
+from translator.data import DataConfig, load_splits  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
 from translator.search import beam_search, greedy_search  # noqa: E402
 from translator.translate import Translator  # noqa: E402
@@ -29,8 +30,7 @@ from translator.translate import Translator  # noqa: E402
 def batches(translator: Translator, sources: list[str], batch_size: int) -> list[torch.Tensor]:
     tok = translator.tokenizer
     ids = sorted((tok.encode_source(s)[: translator.max_source_pieces] for s in sources), key=len)
-    return [make_batch(ids[i : i + batch_size], [[]] * len(ids[i : i + batch_size]), tok.pad_id,
-                       tok.bos_id, tok.eos_id).source.to(translator.device)
+    return [source_tensor(ids[i : i + batch_size], tok.pad_id, tok.eos_id).to(translator.device)
             for i in range(0, len(ids), batch_size)]
 
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
 
 from translator.corpus import SHOWCASE  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
+from translator.run_dir import RunDir  # noqa: E402
 from translator.translate import Translator  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -48,7 +49,7 @@ def run_training(overrides: list[str]) -> tuple[int, float]:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
+    path = RunDir(run_dir).metrics_file
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
@@ -56,7 +57,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def run_setting(run_dir: Path) -> str:
     """'device cpu, fp32, 1 process(es)' as train.log states it (the resolved precision)."""
-    log = run_dir / "train.log"
+    log = RunDir(run_dir).log_file
     for line in log.read_text(encoding="utf-8").splitlines() if log.is_file() else []:
         if "device " in line and "|" in line:
             return line.rsplit("|", 1)[-1].strip()
@@ -67,7 +68,7 @@ def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
     metrics = read_metrics(run_dir)
     train = [m for m in metrics if m.get("kind") == "train"]
     validations = [m for m in metrics if m.get("kind") == "validation"]
-    scores = json.loads((run_dir / "test_scores.json").read_text(encoding="utf-8"))
+    scores = json.loads(RunDir(run_dir).test_scores_file.read_text(encoding="utf-8"))
     beam = scores.get("beam_size", 1)
     hindi, reference = SHOWCASE[0]
     translator = Translator.from_run(run_dir, device="cpu")
@@ -127,9 +128,9 @@ def main() -> int:
         print(f"error: scripts/train.py exited with code {code}; its message is above",
               file=sys.stderr)
         return code
-    if not (run_dir / "test_scores.json").is_file():
+    if not RunDir(run_dir).test_scores_file.is_file():
         print(f"error: {run_dir} has no test_scores.json, so the run did not finish; see "
-              f"{run_dir / 'train.log'}", file=sys.stderr)
+              f"{RunDir(run_dir).log_file}", file=sys.stderr)
         return 2
     try:
         report = table(overrides, seconds, run_dir)

@@ -46,14 +46,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
-import sacrebleu  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from translator.checkpoint import load_checkpoint  # noqa: E402
 from translator.config import load_config  # noqa: E402
 from translator.data import DataConfig, LoadedData, Pair, load_splits  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
+from translator.metrics import corpus_scores  # noqa: E402
+from translator.run_dir import RunDir  # noqa: E402
 from translator.tokenizer import Tokenizer  # noqa: E402
 from translator.training import train  # noqa: E402
 from translator.translate import Translator  # noqa: E402
@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT.parent / "shared" / "data" / "public"
 RESULTS = ROOT / "bench" / "results"
 DATA = RESULTS / "data"
-OURS_RUN = RESULTS / "public-ours"
+OURS_RUN = RunDir(RESULTS / "public-ours")
 JOEY_RUN = RESULTS / "public-joeynmt"
 REPORT = RESULTS / "joeynmt.md"
 JOEY_DIR = ROOT / "bench" / "joeynmt"
@@ -214,7 +214,8 @@ def ours_overrides(args: argparse.Namespace, data: BenchData) -> list[str]:
         f"model.d_model={s['d_model']}", f"model.heads={s['heads']}",
         f"model.layers={s['layers']}", "model.decoder_layers=null", f"model.d_ff={s['d_ff']}",
         f"model.dropout={s['dropout']}", "model.norm=pre", "model.share_embeddings=true",
-        f"train.output_dir={RESULTS}", f"train.run_name={OURS_RUN.name}", "train.overwrite=true",
+        f"train.output_dir={RESULTS}", f"train.run_name={OURS_RUN.path.name}",
+        "train.overwrite=true",
         "train.device=cpu", f"train.precision={args.precision}", f"train.threads={args.threads}",
         f"train.max_minutes={args.minutes}", "train.max_steps=10000000",
         f"train.batch_tokens={s['batch_tokens']}", "train.accumulate=1",
@@ -238,12 +239,12 @@ def ours_training(args: argparse.Namespace) -> Training:
     """Steps, epoch and tokens/s from metrics.jsonl. A log window that holds a validation
     (the first one after it) is left out, as JoeyNMT leaves validation time out."""
     records = [json.loads(line) for line in
-               (OURS_RUN / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+               OURS_RUN.metrics_file.read_text(encoding="utf-8").splitlines()]
     train_records = [r for r in records if r["kind"] == "train"]
     clean = [r["tokens_per_second"] for r in train_records
              if r["step"] <= args.eval_every or (r["step"] - args.log_every) % args.eval_every]
     model = Translator.from_run(OURS_RUN, checkpoint="last", device="cpu").model
-    state = load_checkpoint(OURS_RUN / "checkpoints" / "last.pt")
+    state = OURS_RUN.load_checkpoint("last")
     return Training("ours", state["step"], state["sampler"]["epoch"] + 1,
                     sum(p.numel() for p in model.parameters()),
                     statistics.mean(clean) if clean else None)
@@ -361,7 +362,7 @@ def joeynmt_training(ratio: float) -> Training:
 
 def source_target_ratio(data: BenchData) -> float:
     """(source + target tokens) / target tokens over the train split, EOS/BOS included."""
-    tokenizer = Tokenizer.load(OURS_RUN / "tokenizer")
+    tokenizer = Tokenizer.load(OURS_RUN.tokenizer_dir)
     sources, targets = read_pairs(data.train)
     source = sum(len(tokenizer.encode_source(text)) + 1 for text in sources)
     target = sum(len(tokenizer.encode_target(text)) + 1 for text in targets)
@@ -434,9 +435,8 @@ def _record(decoding: Decoding, name: str, seconds: float, hypotheses: list[str]
     """Add one set's time and scores; keep the output beside the data for a look."""
     decoding.seconds += seconds
     decoding.sentences += len(hypotheses)
-    bleu = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [references]).score
-    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [references]).score
-    decoding.scores[name] = (bleu, chrf)
+    scores = corpus_scores(hypotheses, references, metrics=("bleu", "chrf"))
+    decoding.scores[name] = (scores["bleu"], scores["chrf"])
     system = "ours" if decoding.system == "ours" else "joeynmt"
     path = RESULTS / "hypotheses" / f"{system}_beam{decoding.beam}_{name}.en"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -519,13 +519,13 @@ def render(args: argparse.Namespace, data: BenchData, trainings: list[Training],
 
 def check_runs(args: argparse.Namespace) -> None:
     """For --evaluate-only: the runs exist; the report takes their budget and settings."""
-    needed = [OURS_RUN / "metrics.jsonl", OURS_RUN / "checkpoints" / "last.pt",
+    needed = [OURS_RUN.metrics_file, OURS_RUN.checkpoint("last"),
               JOEY_RUN / "train.log", JOEY_RUN / "latest.ckpt"]
     missing = [str(path.relative_to(ROOT)) for path in needed if not path.exists()]
     if missing:
         raise BenchError(f"--evaluate-only needs trained runs; missing: {', '.join(missing)}; "
                          "run the bench without --evaluate-only first")
-    trained = load_config(OURS_RUN / "config.yaml").train
+    trained = OURS_RUN.read_config().train
     args.minutes, args.precision = trained.max_minutes, trained.precision
     args.log_every, args.eval_every = trained.log_every, trained.eval_every
 
@@ -563,7 +563,7 @@ def main() -> int:
         else:
             train_ours(args, data)
             clock.lap("ours training")
-        config = joeynmt_config(args, data, OURS_RUN / "tokenizer")
+        config = joeynmt_config(args, data, OURS_RUN.tokenizer_dir)
         if not args.evaluate_only:
             train_joeynmt(args, python, config)
             clock.lap("JoeyNMT training")

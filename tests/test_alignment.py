@@ -1,9 +1,7 @@
 """Alignment: pieces merged to words, layer/head selection, hard links, AER, Pharaoh files,
-attention extraction from a (tiny, untrained) model, and scripts/align.py end to end."""
+attention extraction from a (tiny, untrained) model, and the align command end to end."""
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,11 +23,11 @@ from translator.alignment import (
     translate_with_attention,
 )
 from translator.checkpoint import save_checkpoint
+from translator.cli import align_main
 from translator.config import Config, save_config
 from translator.model import ModelConfig, Transformer
 from translator.tokenizer import Tokenizer, TokenizerConfig
-
-ALIGN_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "align.py"
+from translator.translate import translate
 
 # Two source words in three pieces, two target words in three pieces.
 SOURCE_PIECES = ["▁टि", "कट", "▁शाम"]  # टिकट (pieces 0, 1), शाम (piece 2)
@@ -191,14 +189,30 @@ def test_batched_forced_alignment_equals_one_at_a_time(tiny):
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_translate_with_attention_shape(tiny, beam_size):
+def test_translate_with_attention_is_the_translators_output(tiny, beam_size):
     model, tokenizer, _ = tiny
     text, attention, source_pieces, target_pieces = translate_with_attention(
         model, tokenizer, SENTENCES[2][0], beam_size=beam_size)
-    assert isinstance(text, str)
-    assert attention.shape[:2] == (2, 4)
-    assert attention.shape[2] in (len(target_pieces), len(target_pieces) + 1)
-    assert attention.shape[3] == len(source_pieces) + 1
+    result = translate(model, tokenizer, [SENTENCES[2][0]], beam_size=beam_size)[0]
+    assert (text, source_pieces, target_pieces) == (result.text, result.source_pieces,
+                                                     result.target_pieces)
+    assert torch.equal(attention, result.attention)
+    # every output has its EOS row, as search.py promises; every row is a distribution
+    assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
+    assert torch.allclose(attention.sum(-1), torch.ones(attention.shape[:3]), atol=1e-5)
+
+
+def test_translate_with_attention_splits_a_long_input_as_the_translator_does(tiny):
+    model, tokenizer, _ = tiny
+    long_text = " ".join([SENTENCES[0][0]] * 20)  # more pieces than the 64 positions
+    assert len(tokenizer.encode_source(long_text)) > model.config.max_positions
+    text, attention, source_pieces, target_pieces = translate_with_attention(
+        model, tokenizer, long_text, beam_size=2)
+    assert text == translate(model, tokenizer, [long_text], beam_size=2)[0].text
+    assert source_pieces == tokenizer.source_pieces(tokenizer.encode_source(long_text))
+    assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
+    with pytest.raises(AlignmentError, match="empty"):
+        translate_with_attention(model, tokenizer, "  ")
 
 
 def test_attention_that_follows_gold_links_scores_aer_zero(tiny):
@@ -222,22 +236,14 @@ def test_attention_that_follows_gold_links_scores_aer_zero(tiny):
     assert alignment_error_rate([links], [gold]) == 0.0
 
 
-def _align_script():
-    spec = importlib.util.spec_from_file_location("align_script", ALIGN_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
-
-
-def test_align_script_prints_pharaoh_and_aer(tiny, tmp_path, capsys):
+def test_align_command_prints_pharaoh_and_aer(tiny, tmp_path, capsys):
     _, _, run = tiny
     src, tgt, gold = tmp_path / "src.hi", tmp_path / "tgt.en", tmp_path / "gold.pharaoh"
     src.write_text("\n".join(s for s, _ in SENTENCES) + "\n", encoding="utf-8")
     tgt.write_text("\n".join(t for _, t in SENTENCES) + "\n", encoding="utf-8")
     gold.write_text("0-0 3-1\n0-1\n0-1 2-2\n")  # target word first, as WPT-05's en-hi file
-    main = _align_script()
-    assert main(["--run", str(run), "--src", str(src), "--tgt", str(tgt), "--gold", str(gold),
-                 "--gold-reversed"]) == 0
+    assert align_main(["--run", str(run), "--src", str(src), "--tgt", str(tgt), "--gold",
+                       str(gold), "--gold-reversed"]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert len(lines) == 3
@@ -248,19 +254,19 @@ def test_align_script_prints_pharaoh_and_aer(tiny, tmp_path, capsys):
     assert f"AER {expected:.4f}" in err
 
 
-def test_align_script_bad_input_is_one_sentence(tiny, tmp_path, capsys):
+def test_align_command_bad_input_is_one_sentence(tiny, tmp_path, capsys):
     _, _, run = tiny
     src, tgt = tmp_path / "src.hi", tmp_path / "tgt.en"
     src.write_text("राजेश ने टिकट बुक की\nमुंबई\n", encoding="utf-8")
     tgt.write_text("Rajesh booked a ticket\n", encoding="utf-8")
-    main = _align_script()
-    assert main(["--run", str(run), "--src", str(src), "--tgt", str(tgt)]) == 2
+    assert align_main(["--run", str(run), "--src", str(src), "--tgt", str(tgt)]) == 2
     assert "line-aligned" in capsys.readouterr().err
-    assert main(["--run", str(tmp_path / "nothing"), "--src", str(src), "--tgt", str(src)]) == 2
+    assert align_main(["--run", str(tmp_path / "nothing"), "--src", str(src), "--tgt",
+                       str(src)]) == 2
     assert "does not exist" in capsys.readouterr().err
     gold = tmp_path / "gold"
     gold.write_text("0-9\n0-0\n")
-    assert main(["--run", str(run), "--src", str(src), "--tgt", str(src), "--gold",
-                 str(gold)]) == 2
+    assert align_main(["--run", str(run), "--src", str(src), "--tgt", str(src), "--gold",
+                       str(gold)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "points past" in err and len(err.splitlines()) == 1

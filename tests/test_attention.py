@@ -64,6 +64,15 @@ def test_causal_mask_zeroes_the_future_and_rows_still_sum_to_one():
     assert rounded(weights[2]) == [0.4011, 0.4011, 0.1978]
 
 
+def test_causal_mask_after_cached_positions():
+    """The model's mask when several new positions follow ``past`` cached ones: each new
+    query sees the cache and the new positions up to itself."""
+    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False],
+                                       [True, True, True]]
+    assert causal_mask(2, past=3).tolist() == [[True, True, True, True, False],
+                                               [True, True, True, True, True]]
+
+
 def test_scaling_restores_unit_variance():
     generator = torch.Generator().manual_seed(0)
     for d_k in (16, 64, 256):

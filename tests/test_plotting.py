@@ -124,8 +124,7 @@ def test_showcase_heatmaps_from_a_smoke_run(smoke_run, tmp_path, monkeypatch):
     run = Translator.from_run(smoke_run, device="cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        paths = draw_showcase_heatmaps(run.model, run.tokenizer, tmp_path / "heatmaps", "hi-en",
-                                       "cpu")
+        paths = draw_showcase_heatmaps(run, tmp_path / "heatmaps")
     assert missing_glyph_warnings(caught) == []
     names = sorted(p.name for p in paths)
     assert names == ["showcase-1-heads.png", "showcase-1-layers.png", "showcase-1.json",
@@ -134,6 +133,7 @@ def test_showcase_heatmaps_from_a_smoke_run(smoke_run, tmp_path, monkeypatch):
     record = json.loads((tmp_path / "heatmaps" / "showcase-1.json").read_text(encoding="utf-8"))
     assert record["source"] == "मुंबई की ट्रेन" and record["direction"] == "hi-en"
     assert record["source_words"] == ["मुंबई", "की", "ट्रेन"]
+    assert record["translation"] == run.translate(["मुंबई की ट्रेन"], beam_size=1)[0].text
     layers, heads = run.config.model.layers, run.config.model.heads
     assert len(record["all_heads"]) == layers and len(record["all_heads"][0]) == heads
     assert len(record["weights"]) == len(record["target_words"])

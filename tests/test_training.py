@@ -1,5 +1,5 @@
 """Training end to end on the smoke config: the run folder, resume, signals, bad checkpoints,
-NaN losses and two processes under torchrun."""
+NaN losses, the caller's config left alone, and two processes under torchrun."""
 
 import json
 import os
@@ -15,8 +15,12 @@ import torch
 
 import translator.training as training
 from translator.checkpoint import CheckpointError, load_checkpoint
+from translator.cli import evaluate_main, train_and_draw
 from translator.config import load_config
-from translator.training import TrainingError, train
+from translator.data import load_splits
+from translator.run_dir import RunDir, RunDirError
+from translator.training import TrainingError, build_run, train
+from translator.translate import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -32,16 +36,19 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def run_script(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args,
+def run_command(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """python -m translator train ARGS, as a user types it."""
+    return subprocess.run([sys.executable, "-m", "translator", "train", *args,
                            "train.heatmaps=false"],
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
+    """Trained as the command line trains: training, then the heatmaps."""
     output = tmp_path_factory.mktemp("runs")
-    run_dir, code = train(smoke_config(output, "train.run_name=smoke", "train.heatmaps=true"))
+    run_dir, code = train_and_draw(smoke_config(output, "train.run_name=smoke",
+                                                "train.heatmaps=true"))
     assert code == 0
     return run_dir
 
@@ -64,8 +71,37 @@ def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
     assert state["step"] == 30 and state["config"]["model"]["source_vocab_size"] > 0
 
 
+def test_test_scores_are_the_translators_and_evaluates(smoke_run, capsys):
+    """One decoding path: the test split scored at the end of training is what the Translator
+    (and the evaluate command) makes of it with the best checkpoint."""
+    scores = json.loads((smoke_run / "test_scores.json").read_text())
+    hypotheses = (smoke_run / "test_hypotheses.txt").read_text(encoding="utf-8").splitlines()
+    translator = Translator.from_run(smoke_run, device="cpu")
+    test = load_splits(translator.config.data).splits["test"]
+    translations = translator.translate([p.source for p in test], beam_size=scores["beam_size"],
+                                        batch_size=training.DECODE_BATCH_SIZE,
+                                        need_attention=False)
+    assert hypotheses == [t.text for t in translations]
+    assert evaluate_main(["--run", str(smoke_run), "--beam", str(scores["beam_size"]),
+                          "--batch-size", str(training.DECODE_BATCH_SIZE), "--json",
+                          "--out", str(smoke_run / "evaluate.txt")]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert round(evaluated["bleu"], 2) == scores["bleu"]
+    assert round(evaluated["chrf"], 2) == scores["chrf"]
+    assert evaluated["chrf_signature"] == scores["chrf_signature"]
+
+
+def test_training_leaves_the_callers_config_alone(tmp_path):
+    config = smoke_config(tmp_path, "train.run_name=untouched")
+    run = build_run(config, RunDir(tmp_path / "untouched"))
+    assert config.model.source_vocab_size == 0 and config == smoke_config(
+        tmp_path, "train.run_name=untouched")
+    assert run.config.model.source_vocab_size == run.tokenizer.source_vocab_size > 0
+    assert run.model.config == run.config.model and run.config.train is config.train
+
+
 def test_an_existing_run_folder_is_never_overwritten(smoke_run):
-    with pytest.raises(TrainingError, match="already exists"):
+    with pytest.raises(RunDirError, match="already exists"):
         train(smoke_config(smoke_run.parent, "train.run_name=smoke"))
     assert load_checkpoint(smoke_run / "checkpoints" / "last.pt")["step"] == 30
 
@@ -111,7 +147,7 @@ def test_corrupt_checkpoints_are_detected(smoke_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(smoke_run, copy)
     (copy / "checkpoints" / "last.pt").write_bytes(truncated.read_bytes())
-    result = run_script("--resume", str(copy), "train.max_steps=40")
+    result = run_command("--resume", str(copy), "train.max_steps=40")
     assert result.returncode == 2
     assert "corrupt or truncated" in result.stderr and "Traceback" not in result.stderr
     assert (copy / "checkpoints" / "best.pt").read_bytes() == (
@@ -119,17 +155,19 @@ def test_corrupt_checkpoints_are_detected(smoke_run, tmp_path):
 
 
 def test_bad_config_and_unknown_run_folder_on_the_command_line(tmp_path):
-    result = run_script("--config", str(SMOKE), "train.max_stepz=3")
+    result = run_command("--config", str(SMOKE), "train.max_stepz=3")
     assert result.returncode == 2 and "train.max_stepz" in result.stderr
     assert "Traceback" not in result.stderr
-    result = run_script("--resume", str(tmp_path / "nowhere"))
+    result = run_command("--resume", str(tmp_path / "nowhere"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    result = run_command("--resume", str(tmp_path))
     assert result.returncode == 2 and "not a run folder" in result.stderr
 
 
 def test_sigint_saves_a_checkpoint_that_resumes(tmp_path):
     run_dir = tmp_path / "interrupted"
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", str(SMOKE),
+        [sys.executable, "-m", "translator", "train", "--config", str(SMOKE),
          f"train.output_dir={tmp_path}", "train.run_name=interrupted", "train.max_steps=100000",
          "train.eval_every=100000", "train.log_every=1", "train.heatmaps=false"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -144,7 +182,7 @@ def test_sigint_saves_a_checkpoint_that_resumes(tmp_path):
     assert "stopped by SIGINT" in stderr and "Traceback" not in stderr
     step = load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"]
     assert step >= 3
-    result = run_script("--resume", str(run_dir), f"train.max_steps={step + 3}",
+    result = run_command("--resume", str(run_dir), f"train.max_steps={step + 3}",
                         "train.eval_every=1000")
     assert result.returncode == 0, result.stderr
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == step + 3
@@ -158,11 +196,11 @@ def test_two_processes_under_torchrun_match_one_process(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-         "--master_port=29517", str(ROOT / "scripts" / "train.py"), *common,
+         "--master_port=29517", "-m", "translator", "train", *common,
          "train.run_name=two", "train.heatmaps=false"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert two.returncode == 0, two.stderr[-2000:]
-    one = run_script(*common, "train.run_name=one", "train.accumulate=2")
+    one = run_command(*common, "train.run_name=one", "train.accumulate=2")
     assert one.returncode == 0, one.stderr[-2000:]
     losses = {name: [m["loss"] for m in metrics(tmp_path / name) if m["kind"] == "train"]
               for name in ("one", "two")}

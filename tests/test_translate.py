@@ -1,9 +1,8 @@
-"""The Translator and the translate/evaluate scripts, on a run folder built here: a small
-tokenizer and a random model saved the way train.py saves them (training one would take
-longer than all these tests)."""
+"""The Translator, the one decoding path (`translate`) and the translate/evaluate commands,
+on a run folder built here: a small tokenizer and a model fitted for a few seconds, saved the
+way training saves them (training one would take longer than all these tests)."""
 
 import dataclasses
-import importlib.util
 import io
 import json
 import shutil
@@ -13,15 +12,17 @@ import pytest
 import sacrebleu
 import torch
 
+from translator.batching import make_batch
 from translator.checkpoint import load_checkpoint, save_checkpoint
+from translator.cli import evaluate_main, translate_main
 from translator.config import config_to_dict, load_config, save_config
 from translator.corpus import SHOWCASE, read_split
-from translator.data import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
+from translator.run_dir import RunDirError
 from translator.tokenizer import Tokenizer
 from translator.training import token_loss
-from translator.translate import TranslateError, Translator, find_run
+from translator.translate import TranslateError, Translator, translate
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_POSITIONS = 64
@@ -30,22 +31,11 @@ HINDI = [RAJESH, "मेरा नाम राम है।", "UPI भुगत
          "आज बैंक बंद है।", "मैं घर जा रहा हूँ"]
 
 
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-translate_script = load_script("translate")
-evaluate_script = load_script("evaluate")
-
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_run(run_dir: Path, pairs: list[tuple[str, str, str]]) -> Path:
-    """A run folder as train.py writes it (config.yaml, tokenizer/, checkpoints/best.pt),
+    """A run folder as training writes it (config.yaml, tokenizer/, checkpoints/best.pt),
     with a model fitted for a few seconds to 32 short pairs, so that its outputs end at
     different lengths, as a trained model's do."""
     config = load_config(ROOT / "configs" / "smoke.yaml", [
@@ -101,28 +91,19 @@ def test_from_run_loads_model_tokenizer_and_config(translator, run_dir):
     assert translator.to("cpu") is translator and translator.device.type == "cpu"
 
 
-def test_the_newest_run_is_found_through_latest_or_by_date(tmp_path, run_dir):
-    runs = tmp_path / "runs"
-    with pytest.raises(TranslateError, match="no trained run"):
-        find_run(None, runs)
-    shutil.copytree(run_dir, runs / "old")
-    shutil.copytree(run_dir, runs / "new")
-    (runs / "new" / "checkpoints" / "best.pt").touch()
-    assert find_run(None, runs) == runs / "new"
-    (runs / "latest").symlink_to("old")
-    assert find_run(None, runs) == (runs / "old").resolve()
-
-
-def test_best_falls_back_to_last(tmp_path, run_dir):
+def test_best_falls_back_to_last(tmp_path, run_dir, translator):
     copy = shutil.copytree(run_dir, tmp_path / "run")
     (copy / "checkpoints" / "best.pt").rename(copy / "checkpoints" / "last.pt")
-    assert Translator.from_run(copy).translate(["कल"], beam_size=2)[0].tokens is not None
+    from_last = Translator.from_run(copy)
+    for name, weight in translator.model.state_dict().items():
+        assert torch.equal(from_last.model.state_dict()[name], weight), name
+    assert from_last.translate(HINDI, beam_size=2) == translator.translate(HINDI, beam_size=2)
 
 
 def test_unusable_run_folders_get_one_clear_sentence(tmp_path, run_dir):
-    with pytest.raises(TranslateError, match="does not exist"):
+    with pytest.raises(RunDirError, match="does not exist"):
         Translator.from_run(tmp_path / "nowhere")
-    with pytest.raises(TranslateError, match="not a run folder"):
+    with pytest.raises(RunDirError, match="not a run folder"):
         Translator.from_run(tmp_path)
     copy = shutil.copytree(run_dir, tmp_path / "run")
     (copy / "checkpoints" / "best.pt").write_bytes(b"not a checkpoint")
@@ -130,7 +111,7 @@ def test_unusable_run_folders_get_one_clear_sentence(tmp_path, run_dir):
         Translator.from_run(copy)
     one_sentence(error.value)
     shutil.rmtree(copy / "checkpoints")
-    with pytest.raises(TranslateError, match="no checkpoint") as error:
+    with pytest.raises(RunDirError, match="no checkpoint") as error:
         Translator.from_run(copy)
     one_sentence(error.value)
 
@@ -215,11 +196,14 @@ def test_long_input_is_split_with_a_warning_and_does_not_crash(translator):
 
 
 def test_text_in_the_wrong_script_gets_a_warning_and_a_translation(translator):
-    english, mixed = translator.translate(["The train is late.", "UPI भुगतान विफल हो गया"],
-                                          beam_size=2)
+    texts = ["The train is late.", "UPI भुगतान विफल हो गया"]
+    english, mixed = translator.translate(texts, beam_size=2)
     assert len(english.warnings) == 1 and "Devanagari" in english.warnings[0]
-    assert english.tokens is not None
     assert mixed.warnings == []  # Latin words inside Hindi are normal
+    # the warning changes nothing else: the same translation as without a direction to check
+    unchecked = translate(translator.model, translator.tokenizer, texts, beam_size=2)
+    assert [t.warnings for t in unchecked] == [[], []]
+    assert dataclasses.replace(english, warnings=[]) == unchecked[0] and mixed == unchecked[1]
 
 
 def test_unknown_characters_go_through_byte_fallback(translator):
@@ -235,45 +219,45 @@ def test_bad_requests_are_refused(translator):
         translator.translate("कल")
 
 
-# ---------------------------------------------------------------- scripts
+# ---------------------------------------------------------------- the commands
 
 
-def test_translate_script_prints_one_line_per_input_line(run_dir, monkeypatch, capsys):
+def test_translate_command_prints_one_line_per_input_line(run_dir, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{RAJESH}\n\nकल बारिश होगी\n"))
-    assert translate_script.main(["--run", str(run_dir), "--beam", "2"]) == 0
+    assert translate_main(["--run", str(run_dir), "--beam", "2"]) == 0
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
     expected = Translator.from_run(run_dir).translate([RAJESH], beam_size=2)[0].text
     assert lines[0] == expected
 
 
-def test_translate_script_json_and_nbest(run_dir, tmp_path, capsys):
+def test_translate_command_json_and_nbest(run_dir, tmp_path, capsys):
     source = tmp_path / "in.hi"
     source.write_text("कल बारिश होगी\n\nThe train is late.\n", encoding="utf-8")
-    assert translate_script.main(["--run", str(run_dir), "--file", str(source), "--json",
+    assert translate_main(["--run", str(run_dir), "--file", str(source), "--json",
                                   "--beam", "3", "--n-best", "2"]) == 0
     captured = capsys.readouterr()
     records = [json.loads(line) for line in captured.out.splitlines()]
     assert [r["source"] for r in records] == ["कल बारिश होगी", "", "The train is late."]
     assert len(records[0]["nbest"]) == 2 and records[1]["text"] == ""
     assert "warning: input 3:" in captured.err
-    assert translate_script.main(["--run", str(run_dir), "--beam", "3", "--n-best", "2",
+    assert translate_main(["--run", str(run_dir), "--beam", "3", "--n-best", "2",
                                   "कल बारिश होगी"]) == 0
     assert capsys.readouterr().out.count("\t") == 1
 
 
-def test_translate_script_errors_are_one_line_and_exit_2(tmp_path, capsys):
-    assert translate_script.main(["--run", str(tmp_path / "none"), "कल"]) == 2
+def test_translate_command_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert translate_main(["--run", str(tmp_path / "none"), "कल"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
-def test_evaluate_script_scores_equal_sacrebleus(run_dir, tmp_path, capsys):
+def test_evaluate_command_scores_equal_sacrebleus(run_dir, tmp_path, capsys):
     pairs = read_split("test")[:12]
     src, ref, out = tmp_path / "test.hi", tmp_path / "test.en", tmp_path / "hyp.en"
     src.write_text("".join(hi + "\n" for hi, _, _ in pairs), encoding="utf-8")
     ref.write_text("".join(en + "\n" for _, en, _ in pairs), encoding="utf-8")
-    assert evaluate_script.main(["--run", str(run_dir), "--src", str(src), "--ref", str(ref),
+    assert evaluate_main(["--run", str(run_dir), "--src", str(src), "--ref", str(ref),
                                  "--out", str(out), "--beam", "2", "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
     hypotheses = out.read_text(encoding="utf-8").splitlines()
@@ -287,21 +271,21 @@ def test_evaluate_script_scores_equal_sacrebleus(run_dir, tmp_path, capsys):
     assert "nw:2" in scores["chrf++_signature"]
 
 
-def test_evaluate_script_refuses_misaligned_files(run_dir, tmp_path, capsys):
+def test_evaluate_command_refuses_misaligned_files(run_dir, tmp_path, capsys):
     src, ref = tmp_path / "a.hi", tmp_path / "a.en"
     src.write_text("कल\nआज\n", encoding="utf-8")
     ref.write_text("yesterday\n", encoding="utf-8")
-    assert evaluate_script.main(["--run", str(run_dir), "--src", str(src), "--ref",
+    assert evaluate_main(["--run", str(run_dir), "--src", str(src), "--ref",
                                  str(ref)]) == 2
     assert "line-aligned" in capsys.readouterr().err
 
 
-def test_translate_script_draws_the_chosen_beams_heatmaps(run_dir, tmp_path, capsys):
+def test_translate_command_draws_the_chosen_beams_heatmaps(run_dir, tmp_path, capsys):
     heatmap, heads = tmp_path / "heatmap.png", tmp_path / "heads.png"
-    assert translate_script.main(["--run", str(run_dir), "--beam", "3", "--plot", str(heatmap),
+    assert translate_main(["--run", str(run_dir), "--beam", "3", "--plot", str(heatmap),
                                   "--plot-heads", str(heads), "--layer", "-1", "कल"]) == 0
     for path in (heatmap, heads):
         assert path.read_bytes()[:4] == b"\x89PNG"
-    assert translate_script.main(["--run", str(run_dir), "--layer", "7", "--plot",
+    assert translate_main(["--run", str(run_dir), "--layer", "7", "--plot",
                                   str(heatmap), "कल"]) == 2
     assert "layer 7 does not exist" in capsys.readouterr().err

@@ -7,8 +7,9 @@ layer, its heads averaged), merges pieces into whitespace words and turns the re
 links, scored with the alignment error rate (AER).
 
 Attention comes from two places: the model's own output (`translate_with_attention`, greedy
-or beam: the chosen hypothesis) and any given sentence pair by teacher forcing
-(`teacher_forced_attention`, "forced alignment").
+or beam: the chosen hypothesis, through `translator.translate.translate` like every
+translation) and any given sentence pair by teacher forcing (`teacher_forced_attention`,
+"forced alignment").
 
 The default view is `DEFAULT_LAYER` with all heads averaged; bench/alignment_bench.py measures
 every layer (and every head) against gold alignments, which is how the default is to be set
@@ -19,18 +20,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from translator.data import make_batch
+from translator.batching import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
-from translator.search import beam_search, greedy_search
 from translator.tokenizer import Tokenizer
+from translator.translate import evaluating, translate
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
 # the top): the penultimate layer. Measured with bench/alignment_bench.py on a 3+3-layer
@@ -120,10 +120,6 @@ def piece_words(pieces: Sequence[str]) -> tuple[list[str], list[int]]:
     return [t.replace("▁", "") or t for t in texts], word_of_piece
 
 
-def word_count(text: str) -> int:
-    return len(text.split())
-
-
 @dataclass
 class WordAlignment:
     """A word-level attention matrix: ``weights[j, i]`` is how much target word j drew on
@@ -199,17 +195,6 @@ def word_alignment(
 # ---------------------------------------------------------------- getting the attention
 
 
-@contextmanager
-def _evaluation(model: Transformer):
-    """Eval mode (no dropout on the weights) for the duration, then the mode it had."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _encode(encode, text: str, side: str, model: Transformer) -> list[int]:
     ids = encode(text)
     if not ids:
@@ -233,7 +218,7 @@ def teacher_forced_attentions(
         targets = [_encode(tokenizer.encode_target, t, "target", model) for _, t in chunk]
         batch = make_batch(sources, targets, tokenizer.pad_id, tokenizer.bos_id,
                            tokenizer.eos_id).to(device)
-        with _evaluation(model):
+        with evaluating(model):
             memory, source_mask = model.encode(batch.source)
             out = model.decode(batch.target_input, memory, source_mask, need_weights=True)
         attention = torch.stack(out.cross_attention, 1).float().cpu()  # [B, L, H, T+1, S+1]
@@ -254,26 +239,19 @@ def teacher_forced_attention(
     return teacher_forced_attentions(model, tokenizer, [(source_text, target_text)], device)[0]
 
 
-@torch.no_grad()
 def translate_with_attention(
-    model: Transformer, tokenizer: Tokenizer, source_text: str,
-    device: str | torch.device = "cpu", beam_size: int = 1,
+    model: Transformer, tokenizer: Tokenizer, source_text: str, beam_size: int = 1,
 ) -> tuple[str, Tensor, list[str], list[str]]:
-    """Translate ``source_text`` (greedy, or beam search when ``beam_size`` > 1) and return
-    (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source pieces,
-    target pieces)."""
-    source_ids = _encode(tokenizer.encode_source, source_text, "source", model)
-    source = torch.tensor([source_ids + [tokenizer.eos_id]], device=device)
-    with _evaluation(model):
-        if beam_size > 1:
-            hypothesis = beam_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
-                                     beam_size=beam_size, need_attention=True)[0][0]
-        else:
-            hypothesis = greedy_search(model, source, tokenizer.bos_id, tokenizer.eos_id,
-                                       need_attention=True)[0]
-    attention = hypothesis.cross_attention[..., : len(source_ids) + 1].float().cpu()
-    return (tokenizer.decode_target(hypothesis.tokens), attention,
-            tokenizer.source_pieces(source_ids), tokenizer.target_pieces(hypothesis.tokens))
+    """Translate ``source_text`` with `translator.translate.translate` (greedy, or beam search
+    when ``beam_size`` > 1; a text longer than the model reads is split into parts there) and
+    return (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source
+    pieces, target pieces)."""
+    result = translate(model, tokenizer, [source_text], beam_size=beam_size, batch_size=1,
+                       need_attention=True)[0]
+    if result.attention is None:
+        raise AlignmentError("the source sentence is empty; give it at least one word")
+    attention = result.attention.float().cpu()
+    return result.text, attention, result.source_pieces, result.target_pieces
 
 
 # ---------------------------------------------------------------- hard links and AER

@@ -52,9 +52,11 @@ def dropout(x: Tensor, p: float) -> Tensor:
     return x * keep
 
 
-def causal_mask(length: int, device: torch.device | None = None) -> Tensor:
-    """[length, length] boolean mask: position i may look at positions j ≤ i only."""
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+def causal_mask(length: int, device: torch.device | None = None, past: int = 0) -> Tensor:
+    """[length, past + length] boolean mask: query i may look at keys j ≤ past + i only, itself
+    and what came before it, never the future. ``past`` counts the positions decoded before
+    these ``length`` (kept in a key/value cache); with none the mask is square."""
+    return torch.ones(length, past + length, dtype=torch.bool, device=device).tril(diagonal=past)
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""Typed configuration: commented YAML files plus dotted command-line overrides.
+"""Typed configuration: one dataclass per section of a config file, commented YAML files, and
+dotted command-line overrides.
 
-Each section's dataclass lives beside the code that uses it (``DataConfig`` in data.py,
-``ModelConfig`` in model.py, ...); this module only composes them, reads YAML, applies
-``section.key=value`` overrides and rejects unknown keys and wrong types by name.
+Every key of every section is declared here, with its default and a comment (the sections'
+checks that need the code that uses them, such as which data sources exist, stay beside that
+code). `load_config` reads YAML, applies ``section.key=value`` overrides and rejects unknown
+keys and wrong types by name. Nothing here imports the rest of the package, so loading a config
+loads no model, trainer or plotting.
 """
 
 from __future__ import annotations
@@ -16,15 +19,130 @@ from typing import Any
 
 import yaml
 
-from translator.data import DataConfig
 from translator.errors import TranslatorError
-from translator.model import ModelConfig
-from translator.tokenizer import TokenizerConfig
-from translator.training import TrainConfig
 
 
 class ConfigError(TranslatorError):
     """A config file or override that cannot be used as written."""
+
+
+# ---------------------------------------------------------------- the sections
+
+
+@dataclass
+class DataConfig:
+    """data: where the sentence pairs come from and how they are cleaned (translator/data.py)."""
+
+    source: str = "embedded"  # "embedded" (corpus shipped in the package) | "hub" | "files"
+    direction: str = "hi-en"  # "hi-en" | "en-hi": which language is the source
+    # Hugging Face hub
+    hub_id: str = "cfilt/iitb-english-hindi"  # dataset id on the hub, or a local dataset folder
+    hub_config: str | None = None  # dataset configuration name, if the dataset has several
+    hub_splits: dict[str, str] = field(  # our split name -> the dataset's split name
+        default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
+    )
+    hub_field: str = "translation"  # field holding the nested {"hi": .., "en": ..}; "" = flat
+    streaming: bool = False  # read rows as they download instead of caching the whole split
+    max_rows: int | None = None  # rows read per split (with streaming: the first N of a huge one)
+    # language field names in hub, JSONL and Parquet rows
+    hindi_field: str = "hi"
+    english_field: str = "en"
+    # local files; for format "text" a path is a prefix naming PREFIX.hi and PREFIX.en
+    train_path: str | None = None
+    dev_path: str | None = None  # optional: no dev split when None
+    test_path: str | None = None  # optional: no test split when None
+    format: str = "auto"  # "auto" (by extension) | "text" | "tsv" | "jsonl" | "parquet"
+    # normalisation and filters
+    normalize_nukta: bool = False  # fold loanword nukta letters (ज़ -> ज) on the Hindi side
+    max_words: int = 80  # train pairs with more words on either side are dropped; 0 = no limit
+    max_length_ratio: float = 3.0  # max (words+1) ratio between sides for train pairs; 0 = off
+    dedupe: bool = True  # drop repeated identical train pairs
+    remove_leakage: bool = True  # drop dev/test pairs whose source or target occurs in train
+
+
+@dataclass
+class TokenizerConfig:
+    """tokenizer: the SentencePiece model(s) trained on the train split (tokenizer.py)."""
+
+    vocab_size: int = 4000  # upper limit: a small corpus may yield fewer pieces
+    model_type: str = "unigram"  # "unigram" | "bpe"
+    joint: bool = True  # one vocabulary shared by both languages; False: one model per side
+    character_coverage: float = 1.0  # share of characters given their own piece (rest: bytes)
+
+
+@dataclass
+class ModelConfig:
+    """model: the Transformer's shape (model.py); the vocabulary sizes come from the tokenizer."""
+
+    d_model: int = 256  # width of every token vector
+    heads: int = 8  # attention heads per layer; d_k = d_model / heads
+    layers: int = 3  # encoder layers (and decoder layers unless decoder_layers is set)
+    decoder_layers: int | None = None  # decoder depth; None means the same as `layers`
+    d_ff: int = 1024  # inner width of the position-wise feed-forward network
+    dropout: float = 0.1  # on embeddings, sub-layer outputs and attention weights
+    norm: str = "pre"  # "pre": LayerNorm before each sub-layer (stable); "post": the paper's
+    share_embeddings: bool = True  # one embedding for source and target (joint vocabulary)
+    max_positions: int = 1024  # longest sequence the positional table covers
+    source_vocab_size: int = 0  # set from the tokenizer by training, not by hand
+    target_vocab_size: int = 0  # set from the tokenizer by training, not by hand
+    pad_id: int = 0  # padding token id, masked everywhere
+
+    def __post_init__(self) -> None:
+        if self.norm not in ("pre", "post"):
+            raise ValueError(f"model.norm must be 'pre' or 'post', not {self.norm!r}")
+        if self.d_model % self.heads != 0:
+            raise ValueError(f"model.d_model ({self.d_model}) must be divisible by model.heads")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.dropout must be at least 0 and below 1, not {self.dropout}")
+
+    @property
+    def num_decoder_layers(self) -> int:
+        return self.layers if self.decoder_layers is None else self.decoder_layers
+
+
+@dataclass
+class TrainConfig:
+    """train: the run folder, devices, optimiser, schedule, validation and stopping
+    (training.py)."""
+
+    output_dir: str = "runs"  # run folders are created under this folder
+    run_name: str | None = None  # the run folder's name; None: the date and time
+    overwrite: bool = False  # allow reusing an existing run folder (it is never done silently)
+    seed: int = 1  # seeds parameters, dropout and batch order
+    device: str = "auto"  # "auto" (CUDA if present, else CPU), "cpu", "cuda", "cuda:1", ...
+    precision: str = "auto"  # "auto" (bf16 if supported, else fp16 on GPUs), fp32, bf16, fp16
+    compile: bool = False  # torch.compile the model (slower start, faster steps on GPUs)
+    threads: int = 0  # CPU threads for torch; 0 keeps torch's default
+    max_steps: int = 3000  # optimiser steps
+    max_minutes: float = 0.0  # stop (and save) after this many minutes; 0: no time limit
+    batch_tokens: int = 4096  # padded source+target tokens per batch (per process)
+    accumulate: int = 1  # batches whose gradients are summed into one optimiser step
+    learning_rate: float = 1e-3  # peak learning rate, reached at the end of warm-up
+    warmup_steps: int = 400  # linear warm-up, then decay ∝ 1/√step (Vaswani et al.)
+    adam_betas: list[float] | None = None  # None: (0.9, 0.98), the paper's
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay
+    label_smoothing: float = 0.1  # ε_ls of the paper
+    clip_norm: float = 1.0  # clip the gradient norm to this; 0 turns clipping off
+    log_every: int = 50  # steps between metric lines in metrics.jsonl
+    eval_every: int = 500  # steps between validations (dev loss, BLEU, chrF)
+    eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all)
+    eval_samples: int = 3  # sample translations written to the log at each validation
+    early_stopping_metric: str = "chrf"  # "chrf", "bleu" or "loss" (dev), picks best.pt
+    patience: int = 0  # validations without improvement before stopping; 0: never stop early
+    keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
+    test_beam_size: int = 4  # beam size for the final test-split score (1: greedy)
+    heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
+        if self.early_stopping_metric not in ("chrf", "bleu", "loss"):
+            raise ValueError("early_stopping_metric must be chrf, bleu or loss")
+        if self.max_steps < 1 or self.batch_tokens < 1 or self.accumulate < 1:
+            raise ValueError("max_steps, batch_tokens and accumulate must be at least 1")
+
+
+# ---------------------------------------------------------------- the whole config
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""Sentence pairs: read, normalise, filter, de-duplicate and batch them.
+"""Sentence pairs: read, normalise, filter and de-duplicate them.
 
 One pipeline serves every source. A reader (embedded corpus, Hugging Face hub dataset, or
 local files) yields raw (hindi, english) strings; `load_splits` normalises them, drops empty,
 over-long and badly proportioned pairs, removes duplicates and dev/test pairs that leak from
-train, and puts each pair in the configured direction. `TokenBatchSampler` and `make_batch`
-then turn token ids into padded tensors.
+train, and puts each pair in the configured direction. (`translator.batching` turns their
+token ids into padded tensors.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import itertools
 import json
 import logging
 import os
-import random
 import re
 import threading
 import unicodedata
@@ -22,17 +21,16 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
-
+from translator.config import DataConfig
+from translator.corpus import SPLITS
 from translator.errors import TranslatorError
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "dev", "test")
 SOURCES = ("embedded", "hub", "files")
 DIRECTIONS = ("hi-en", "en-hi")
 FORMATS = ("auto", "text", "tsv", "jsonl", "parquet")
@@ -41,35 +39,6 @@ HUB_TIMEOUT_S = 3.0  # how long to wait for the hub before suggesting local data
 
 class DataError(TranslatorError):
     """The data, or the data section of the config, cannot be used; the message says why."""
-
-
-@dataclass
-class DataConfig:
-    source: str = "embedded"  # "embedded" (corpus shipped in the package) | "hub" | "files"
-    direction: str = "hi-en"  # "hi-en" | "en-hi": which language is the source
-    # Hugging Face hub
-    hub_id: str = "cfilt/iitb-english-hindi"  # dataset id on the hub, or a local dataset folder
-    hub_config: str | None = None  # dataset configuration name, if the dataset has several
-    hub_splits: dict[str, str] = field(  # our split name -> the dataset's split name
-        default_factory=lambda: {"train": "train", "dev": "validation", "test": "test"}
-    )
-    hub_field: str = "translation"  # field holding the nested {"hi": .., "en": ..}; "" = flat
-    streaming: bool = False  # read rows as they download instead of caching the whole split
-    max_rows: int | None = None  # rows read per split (with streaming: the first N of a huge one)
-    # language field names in hub, JSONL and Parquet rows
-    hindi_field: str = "hi"
-    english_field: str = "en"
-    # local files; for format "text" a path is a prefix naming PREFIX.hi and PREFIX.en
-    train_path: str | None = None
-    dev_path: str | None = None  # optional: no dev split when None
-    test_path: str | None = None  # optional: no test split when None
-    format: str = "auto"  # "auto" (by extension) | "text" | "tsv" | "jsonl" | "parquet"
-    # normalisation and filters
-    normalize_nukta: bool = False  # fold loanword nukta letters (ज़ -> ज) on the Hindi side
-    max_words: int = 80  # train pairs with more words on either side are dropped; 0 = no limit
-    max_length_ratio: float = 3.0  # max (words+1) ratio between sides for train pairs; 0 = off
-    dedupe: bool = True  # drop repeated identical train pairs
-    remove_leakage: bool = True  # drop dev/test pairs whose source or target occurs in train
 
 
 class Pair(NamedTuple):
@@ -498,151 +467,3 @@ def _without_leakage(
     counts["leaked_not_removed"] = leaked
     log.warning("%d dev/test pairs share a sentence with train (remove_leakage is off)", leaked)
     return pairs
-
-
-# --- batching ----------------------------------------------------------------------------
-
-
-class TokenBatchSampler:
-    """Batches of sentence indices whose padded size stays within `max_tokens`.
-
-    `lengths[i]` is (source_len, target_len) of pair i as it will appear in the batch tensors
-    (count the eos/bos that make_batch adds). A batch costs n_sentences * (longest source +
-    longest target); a single pair above `max_tokens` forms a batch of its own.
-
-    Pairs are sorted by length (ties in random order) and cut into batches greedily, so
-    neighbours have similar lengths and little padding; the batch order is then shuffled.
-    Both depend only on (seed, epoch), so every shard computes the same global order and takes
-    every num_shards-th batch. To give all shards the same number of batches, the last
-    len % num_shards batches of the (shuffled) order are skipped in that epoch.
-
-    Iterating yields the rest of the current epoch and then moves to the next; `state_dict`
-    records (epoch, position) so a restored sampler yields exactly the remaining batches. The
-    position counts batches handed out: a DataLoader with workers fetches a few ahead.
-    """
-
-    def __init__(
-        self,
-        lengths: list[tuple[int, int]],
-        max_tokens: int,
-        seed: int,
-        shuffle: bool = True,
-        num_shards: int = 1,
-        shard_index: int = 0,
-    ) -> None:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if not 0 <= shard_index < num_shards:
-            raise ValueError(f"shard_index {shard_index} is outside 0..{num_shards - 1}")
-        self.lengths = list(lengths)
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.shuffle = shuffle
-        self.num_shards = num_shards
-        self.shard_index = shard_index
-        self.epoch = 0
-        self.position = 0
-        # The batch count depends only on the sorted lengths, so any epoch gives it.
-        self._batches_per_shard = len(self._global_batches(0)) // num_shards
-
-    def _global_batches(self, epoch: int) -> list[list[int]]:
-        order = list(range(len(self.lengths)))
-        rng = random.Random(f"{self.seed}:{epoch}")
-        if self.shuffle:
-            rng.shuffle(order)
-        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
-        batches: list[list[int]] = []
-        batch: list[int] = []
-        longest_source = longest_target = 0
-        for index in order:
-            source_len, target_len = self.lengths[index]
-            new_source = max(longest_source, source_len)
-            new_target = max(longest_target, target_len)
-            if batch and (len(batch) + 1) * (new_source + new_target) > self.max_tokens:
-                batches.append(batch)
-                batch, new_source, new_target = [], source_len, target_len
-            batch.append(index)
-            longest_source, longest_target = new_source, new_target
-        if batch:
-            batches.append(batch)
-        if self.shuffle:
-            rng.shuffle(batches)
-        return batches
-
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """This shard's batches of `epoch`, in order."""
-        batches = self._global_batches(epoch)[self.shard_index :: self.num_shards]
-        return batches[: self._batches_per_shard]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        batches = self.epoch_batches(self.epoch)
-        while self.position < len(batches):
-            batch = batches[self.position]
-            self.position += 1
-            yield batch
-        self.epoch += 1
-        self.position = 0
-
-    def __len__(self) -> int:
-        return self._batches_per_shard
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start `epoch` from its first batch."""
-        self.epoch, self.position = epoch, 0
-
-    def state_dict(self) -> dict[str, int]:
-        if self.position >= len(self):  # the epoch is used up: resume at the next one
-            return {"epoch": self.epoch + 1, "position": 0}
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-
-
-def padding_fraction(batches: list[list[int]], lengths: list[tuple[int, int]]) -> float:
-    """Share of the padded source+target cells of `batches` that are padding."""
-    padded = real = 0
-    for batch in batches:
-        source_lengths = [lengths[i][0] for i in batch]
-        target_lengths = [lengths[i][1] for i in batch]
-        padded += len(batch) * (max(source_lengths) + max(target_lengths))
-        real += sum(source_lengths) + sum(target_lengths)
-    return 1 - real / padded if padded else 0.0
-
-
-@dataclass
-class Batch:
-    """Right-padded tensors for one training step."""
-
-    source: torch.Tensor  # [B, S] source ids + eos
-    target_input: torch.Tensor  # [B, T] bos + target ids (what the decoder reads)
-    target_output: torch.Tensor  # [B, T] target ids + eos (what it must predict)
-    num_target_tokens: int  # non-pad positions in target_output, to normalise the loss
-
-    def to(self, device: torch.device | str) -> Batch:
-        return Batch(
-            self.source.to(device),
-            self.target_input.to(device),
-            self.target_output.to(device),
-            self.num_target_tokens,
-        )
-
-
-def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    width = max(len(row) for row in rows)
-    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], dtype=torch.long)
-
-
-def make_batch(
-    source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int, bos_id: int, eos_id: int
-) -> Batch:
-    """Pad a list of (source, target) id sequences, without bos/eos, into a Batch."""
-    if not source_ids or len(source_ids) != len(target_ids):
-        raise ValueError(
-            f"need equally many sources and targets, got {len(source_ids)} and {len(target_ids)}"
-        )
-    source = _pad([[*ids, eos_id] for ids in source_ids], pad_id)
-    target_input = _pad([[bos_id, *ids] for ids in target_ids], pad_id)
-    target_output = _pad([[*ids, eos_id] for ids in target_ids], pad_id)
-    num_target_tokens = sum(len(ids) + 1 for ids in target_ids)
-    return Batch(source, target_input, target_output, num_target_tokens)

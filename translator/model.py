@@ -12,36 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from translator.attention import KeyValueCache, MultiHeadAttention, dropout
-
-
-@dataclass
-class ModelConfig:
-    d_model: int = 256  # width of every token vector
-    heads: int = 8  # attention heads per layer; d_k = d_model / heads
-    layers: int = 3  # encoder layers (and decoder layers unless decoder_layers is set)
-    decoder_layers: int | None = None  # decoder depth; None means the same as `layers`
-    d_ff: int = 1024  # inner width of the position-wise feed-forward network
-    dropout: float = 0.1  # on embeddings, sub-layer outputs and attention weights
-    norm: str = "pre"  # "pre": LayerNorm before each sub-layer (stable); "post": the paper's
-    share_embeddings: bool = True  # one embedding for source and target (joint vocabulary)
-    max_positions: int = 1024  # longest sequence the positional table covers
-    source_vocab_size: int = 0  # set from the tokenizer by training, not by hand
-    target_vocab_size: int = 0  # set from the tokenizer by training, not by hand
-    pad_id: int = 0  # padding token id, masked everywhere
-
-    def __post_init__(self) -> None:
-        if self.norm not in ("pre", "post"):
-            raise ValueError(f"model.norm must be 'pre' or 'post', not {self.norm!r}")
-        if self.d_model % self.heads != 0:
-            raise ValueError(f"model.d_model ({self.d_model}) must be divisible by model.heads")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.dropout must be at least 0 and below 1, not {self.dropout}")
-
-    @property
-    def num_decoder_layers(self) -> int:
-        return self.layers if self.decoder_layers is None else self.decoder_layers
-
+from translator.attention import KeyValueCache, MultiHeadAttention, causal_mask, dropout
+from translator.config import ModelConfig
 
 # ---------------------------------------------------------------- embeddings and positions
 
@@ -254,8 +226,7 @@ class Transformer(nn.Module):
 
     def target_mask(self, target_input: Tensor) -> Tensor:
         """[batch, 1, T, T]: causal (no looking ahead) and no looking at padding."""
-        length = target_input.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=target_input.device).tril()
+        causal = causal_mask(target_input.size(1), target_input.device)
         return causal[None, None] & (target_input != self.config.pad_id)[:, None, None, :]
 
     def encode(self, source: Tensor) -> tuple[Tensor, Tensor]:
@@ -285,9 +256,7 @@ class Transformer(nn.Module):
         elif target_input.size(1) == 1:
             target_mask = None  # one new position may look at everything decoded so far
         else:  # several new positions at once: causal with respect to the cached prefix
-            new, total = target_input.size(1), offset + target_input.size(1)
-            target_mask = torch.ones(new, total, dtype=torch.bool, device=memory.device)
-            target_mask = target_mask.tril(diagonal=offset)
+            target_mask = causal_mask(target_input.size(1), memory.device, past=offset)
         x = self.target_embeddings(target_input, offset=offset)
         cross_attention = [] if need_weights else None
         for i, layer in enumerate(self.decoder_layers):

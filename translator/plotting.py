@@ -21,6 +21,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from translator import corpus
 from translator.alignment import (
     EOS_LABEL,
     WordAlignment,
@@ -28,9 +29,9 @@ from translator.alignment import (
     merge_to_words,
     resolve_layer,
     select_attention,
-    translate_with_attention,
 )
 from translator.errors import TranslatorError
+from translator.translate import Translator
 
 FORMATS = (".png", ".svg")
 COLOUR_MAP = "Blues"
@@ -216,23 +217,23 @@ def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_piece
     return paths
 
 
-def draw_showcase_heatmaps(model, tokenizer, out_dir: str | Path, direction: str = "hi-en",
-                           device: str | torch.device = "cpu", beam_size: int = 1) -> list[Path]:
+def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path,
+                           beam_size: int = 1) -> list[Path]:
     """Translate the showcase sentences (`translator.corpus.SHOWCASE`: the Hindi side for
-    hi-en, the English side for en-hi) and draw each one's set (`draw_attention`) into
-    ``out_dir`` as showcase-1.*, showcase-2.*, ... Returns the files written."""
-    from translator.corpus import SHOWCASE
-
+    hi-en, the English side for en-hi), each on its own, and draw each one's set
+    (`draw_attention`) into ``out_dir`` as showcase-1.*, showcase-2.*, ... Returns the files
+    written."""
+    direction = translator.direction
     if direction not in ("hi-en", "en-hi"):
         raise ValueError(f"direction must be hi-en or en-hi, not {direction!r}")
     paths = []
-    for number, (hindi, english) in enumerate(SHOWCASE, start=1):
+    for number, (hindi, english) in enumerate(corpus.SHOWCASE, start=1):
         source, reference = (hindi, english) if direction == "hi-en" else (english, hindi)
-        translation, attention, source_pieces, target_pieces = translate_with_attention(
-            model, tokenizer, source, device, beam_size)
-        paths += draw_attention(attention, source_pieces, target_pieces, out_dir,
-                                f"showcase-{number}", source=source, translation=translation,
-                                reference=reference, direction=direction, beam_size=beam_size)
+        result = translator.translate([source], beam_size=beam_size, need_attention=True)[0]
+        paths += draw_attention(result.attention, result.source_pieces, result.target_pieces,
+                                out_dir, f"showcase-{number}", source=source,
+                                translation=result.text, reference=reference,
+                                direction=direction, beam_size=beam_size)
     return paths
 
 

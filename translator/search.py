@@ -1,9 +1,11 @@
 """Decoding: greedy and beam search, batched over sentences, step by step with the key/value
 cache.
 
-Every result carries the cross-attention of the hypothesis it returns (all layers and
-heads), so heatmaps can show exactly what the model looked at while writing it; for beam
-search that is the attention of the chosen hypothesis, traced back through the beam.
+Asked for (``need_attention``), every result carries the cross-attention of the hypothesis
+it returns (all layers and heads), so heatmaps can show exactly what the model looked at
+while writing it; for beam search that is the attention of the chosen hypothesis, traced back
+through the beam. The searches record it by default; `search_in_batches`, which serves
+translation in bulk, only when asked.
 
 Both searches give each sentence its own length limit (``ratio`` × its source length +
 ``extra``, at most the model's ``max_positions``) and make the model end with EOS when it
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from translator.data import make_batch
+from translator.batching import source_tensor
 from translator.model import Transformer
 
 
@@ -274,8 +276,7 @@ def search_in_batches(
     results: list[list[Hypothesis]] = [[] for _ in sources]
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        source = make_batch([sources[i] for i in chunk], [[] for _ in chunk], pad_id, bos_id,
-                            eos_id).source.to(device)
+        source = source_tensor([sources[i] for i in chunk], pad_id, eos_id).to(device)
         if beam_size == 1:
             found = [[h] for h in greedy_search(model, source, bos_id, eos_id,
                                                 need_attention=need_attention)]

@@ -13,11 +13,12 @@ import itertools
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import sentencepiece as spm
 
+from translator.config import TokenizerConfig
 from translator.data import normalize
 from translator.errors import TranslatorError
 
@@ -30,14 +31,6 @@ MAX_TRAINING_SENTENCES = 2_000_000
 
 class TokenizerError(TranslatorError):
     """A tokenizer cannot be trained or loaded; the message says why."""
-
-
-@dataclass
-class TokenizerConfig:
-    vocab_size: int = 4000  # upper limit: a small corpus may yield fewer pieces
-    model_type: str = "unigram"  # "unigram" | "bpe"
-    joint: bool = True  # one vocabulary shared by both languages; False: one model per side
-    character_coverage: float = 1.0  # share of characters given their own piece (rest: bytes)
 
 
 def _model_files(joint: bool) -> dict[str, str]:

@@ -1,10 +1,21 @@
-"""The training loop: data → tokenizer → model → steps → validation → checkpoints → scores.
+"""Training, in two parts: build a run (data, tokenizer, model, optimiser), then the loop that
+steps, validates, keeps the best checkpoints and stops.
 
-One code path for CPU and GPU, one process or many (torchrun + DistributedDataParallel).
+    run = build_run(config, RunDir.new("runs"))   # the caller's config is left as it was
+    trainer = Trainer(run)
+    if trainer.fit() == 0:                        # 0: finished; 128 + N: stopped by signal N
+        trainer.score_test()                      # test_scores.json with the best checkpoint
+
+`train` does all of it (and writes config.yaml and runs/latest), as the command line does; the
+command line then draws the heatmaps, since the trainer never plots. One code path for CPU and
+GPU, one process or many (torchrun + DistributedDataParallel). The loss of a batch
+(`batch_loss`) and the learning-rate schedule (`learning_rate_schedule`) are small functions of
+their own, the places to change them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -13,84 +24,39 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import sacrebleu
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from translator.checkpoint import load_checkpoint, save_checkpoint
-from translator.data import Pair, TokenBatchSampler, load_splits, make_batch
+from translator.batching import Batch, TokenBatchSampler, make_batch
+from translator.config import Config, ModelConfig, TrainConfig, config_to_dict
+from translator.data import Pair, load_splits
+from translator.device import autocast, resolve_device, resolve_precision
 from translator.errors import TranslatorError
+from translator.metrics import corpus_scores
 from translator.model import Transformer
-from translator.plotting import draw_showcase_heatmaps
-from translator.search import search_in_batches
+from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer
-
-if TYPE_CHECKING:
-    from translator.config import Config
+from translator.translate import translate
 
 log = logging.getLogger("translator")
 
-
-@dataclass
-class TrainConfig:
-    output_dir: str = "runs"  # run folders are created under this folder
-    run_name: str | None = None  # the run folder's name; None: the date and time
-    overwrite: bool = False  # allow reusing an existing run folder (it is never done silently)
-    seed: int = 1  # seeds parameters, dropout and batch order
-    device: str = "auto"  # "auto" (CUDA if present, else CPU), "cpu", "cuda", "cuda:1", ...
-    precision: str = "auto"  # "auto" (bf16 if supported, else fp16 on GPUs), fp32, bf16, fp16
-    compile: bool = False  # torch.compile the model (slower start, faster steps on GPUs)
-    threads: int = 0  # CPU threads for torch; 0 keeps torch's default
-    max_steps: int = 3000  # optimiser steps
-    max_minutes: float = 0.0  # stop (and save) after this many minutes; 0: no time limit
-    batch_tokens: int = 4096  # padded source+target tokens per batch (per process)
-    accumulate: int = 1  # batches whose gradients are summed into one optimiser step
-    learning_rate: float = 1e-3  # peak learning rate, reached at the end of warm-up
-    warmup_steps: int = 400  # linear warm-up, then decay ∝ 1/√step (Vaswani et al.)
-    adam_betas: list[float] | None = None  # None: (0.9, 0.98), the paper's
-    weight_decay: float = 0.0  # AdamW's decoupled weight decay
-    label_smoothing: float = 0.1  # ε_ls of the paper
-    clip_norm: float = 1.0  # clip the gradient norm to this; 0 turns clipping off
-    log_every: int = 50  # steps between metric lines in metrics.jsonl
-    eval_every: int = 500  # steps between validations (dev loss, BLEU, chrF)
-    eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all)
-    eval_samples: int = 3  # sample translations written to the log at each validation
-    early_stopping_metric: str = "chrf"  # "chrf", "bleu" or "loss" (dev), picks best.pt
-    patience: int = 0  # validations without improvement before stopping; 0: never stop early
-    keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
-    test_beam_size: int = 4  # beam size for the final test-split score (1: greedy)
-    heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
-
-    def __post_init__(self) -> None:
-        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}")
-        if self.early_stopping_metric not in ("chrf", "bleu", "loss"):
-            raise ValueError("early_stopping_metric must be chrf, bleu or loss")
-        if self.max_steps < 1 or self.batch_tokens < 1 or self.accumulate < 1:
-            raise ValueError("max_steps, batch_tokens and accumulate must be at least 1")
+DECODE_BATCH_SIZE = 64  # sentences per search batch for the dev and test scores
 
 
 class TrainingError(TranslatorError):
     """Training cannot go on (a NaN loss, an unusable run folder, ...)."""
 
 
-class Stopped(Exception):
-    """Raised inside the loop when SIGINT/SIGTERM asked the run to stop."""
-
-
-# ---------------------------------------------------------------- devices and precision
-
-
-def is_main_process() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
+# ---------------------------------------------------------------- processes
 
 
 def init_distributed() -> tuple[int, int]:
@@ -103,58 +69,36 @@ def init_distributed() -> tuple[int, int]:
     return 0, 1
 
 
-def resolve_device(name: str) -> torch.device:
-    """"auto" → CUDA if visible, else CPU; under torchrun "cuda" means this process's GPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and dist.is_initialized():
-        name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise TranslatorError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TranslatorError(f"device {name} asks for CUDA but no GPU is visible; use cpu or "
-                              "auto")
-    return device
+def is_main_process() -> bool:
+    """Rank 0, or the only process (torchrun's RANK still tells after the group is closed)."""
+    rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+    return rank == 0
 
 
-def cpu_supports_bf16() -> bool:
-    """True when the CPU has native bf16 matrix instructions (AVX512-BF16 or AMX). Without
-    them bf16 matmuls are emulated and run about 5× slower than fp32 (measured here on an
-    AVX-512 Xeon without AVX512-BF16: 21 against 99 GFLOP/s on one core)."""
-    if "AMX" in torch.backends.cpu.get_cpu_capability():
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: don't guess, fp32 is never slow
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+def setup_logging(run_dir: RunDir | None) -> None:
+    """The "translator" logger writes to the run's train.log (on the main process only)."""
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    if run_dir is not None:
+        handler = logging.FileHandler(run_dir.log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        log.addHandler(handler)
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """auto: bf16 where the hardware does it natively, else fp16 on GPUs, fp32 on CPUs."""
-    if device.type == "cpu" and precision == "fp16":
-        raise TrainingError("fp16 on a CPU is about 100× slower than fp32; use "
-                            "train.precision=bf16 or fp32")
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "bf16" if cpu_supports_bf16() else "fp32"
-
-
-def autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+def say(message: str) -> None:
+    """A line for the person at the terminal (kept clear of the progress bar) and the log."""
+    if is_main_process():
+        tqdm.write(message, file=sys.stderr)  # stdout carries only the run folder's path
+        log.info(message)
 
 
 # ---------------------------------------------------------------- the schedule and the loss
 
 
-def inverse_sqrt_schedule(warmup_steps: int):
+def inverse_sqrt_schedule(warmup_steps: int) -> Callable[[int], float]:
     """lr(step) = peak · min(step / warmup, √(warmup / step)): the paper's schedule with its
     peak written out (d_model^-½ · warmup^-½ in the paper)."""
     warmup = max(1, warmup_steps)
@@ -166,6 +110,11 @@ def inverse_sqrt_schedule(warmup_steps: int):
     return factor
 
 
+def learning_rate_schedule(cfg: TrainConfig) -> Callable[[int], float]:
+    """The factor on the peak learning rate at each step, as the config asks."""
+    return inverse_sqrt_schedule(cfg.warmup_steps)
+
+
 def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float
                ) -> torch.Tensor:
     """Summed cross-entropy over non-pad target tokens (label-smoothed if asked)."""
@@ -173,45 +122,14 @@ def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothin
                            label_smoothing=smoothing, reduction="sum")
 
 
-# ---------------------------------------------------------------- run folders
-
-
-def resolve_run_dir(config: Config) -> Path:
-    name = config.train.run_name or time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(config.train.output_dir) / name
-    if run_dir.exists() and any(run_dir.iterdir()) and not config.train.overwrite:
-        raise TrainingError(f"run folder {run_dir} already exists; choose another "
-                            "train.run_name, resume it with --resume, or pass "
-                            "train.overwrite=true")
-    return run_dir
-
-
-def point_latest(run_dir: Path) -> None:
-    """Make <output_dir>/latest a link to the newest run (replaced atomically)."""
-    link = run_dir.parent / "latest"
-    temporary = run_dir.parent / f".latest.{os.getpid()}"
-    temporary.unlink(missing_ok=True)
-    temporary.symlink_to(run_dir.name)
-    os.replace(temporary, link)
-
-
-def setup_logging(run_dir: Path | None) -> None:
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    for handler in list(log.handlers):
-        log.removeHandler(handler)
-        handler.close()
-    if run_dir is not None:
-        handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        log.addHandler(handler)
-
-
-def say(message: str) -> None:
-    """A line for the person at the terminal (kept clear of the progress bar) and the log."""
-    if is_main_process():
-        tqdm.write(message, file=sys.stderr)  # stdout carries only the run folder's path
-        log.info(message)
+def batch_loss(model: nn.Module, batch: Batch, pad_id: int, cfg: TrainConfig,
+               device: torch.device, precision: str) -> torch.Tensor:
+    """The loss one batch contributes to a step: label-smoothed cross-entropy per target
+    token, the forward pass in the run's precision."""
+    with autocast(device, precision):
+        logits = model(batch.source, batch.target_input)
+    return token_loss(logits, batch.target_output, pad_id,
+                      cfg.label_smoothing) / batch.num_target_tokens
 
 
 # ---------------------------------------------------------------- encoded data
@@ -226,7 +144,7 @@ class EncodedSplit:
     def lengths(self) -> list[tuple[int, int]]:
         return [(len(s) + 1, len(t) + 1) for s, t in zip(self.source_ids, self.target_ids)]
 
-    def batch(self, indices: list[int], tokenizer: Tokenizer, device: torch.device):
+    def batch(self, indices: list[int], tokenizer: Tokenizer, device: torch.device) -> Batch:
         return make_batch([self.source_ids[i] for i in indices],
                           [self.target_ids[i] for i in indices],
                           tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id).to(device)
@@ -241,108 +159,148 @@ def encode_split(pairs: list[Pair], tokenizer: Tokenizer, max_tokens: int) -> En
     )
 
 
-# ---------------------------------------------------------------- the trainer
+# ---------------------------------------------------------------- building a run
+
+
+@dataclass
+class Run:
+    """Everything the loop needs, built before its first step."""
+
+    config: Config  # the resolved config: the model section completed from the tokenizer
+    run_dir: RunDir
+    rank: int
+    world_size: int
+    device: torch.device
+    precision: str  # fp32, bf16 or fp16, as resolved for the device
+    splits: dict[str, list[Pair]]
+    tokenizer: Tokenizer
+    train_data: EncodedSplit
+    dev_data: EncodedSplit
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    sampler: TokenBatchSampler
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConfig:
+    """A copy of ``model`` with what the tokenizer decides: vocabulary sizes, the pad id and
+    whether the embeddings can be shared (only with one joint vocabulary)."""
+    return dataclasses.replace(model, source_vocab_size=tokenizer.source_vocab_size,
+                               target_vocab_size=tokenizer.target_vocab_size,
+                               pad_id=tokenizer.pad_id,
+                               share_embeddings=model.share_embeddings and tokenizer.joint)
+
+
+def build_tokenizer(config: Config, train: list[Pair], run_dir: RunDir, resume: bool,
+                    rank: int) -> Tokenizer:
+    """Train SentencePiece on the train split (rank 0, new runs only), then load it."""
+    if not resume and rank == 0:
+        Tokenizer.train(config.tokenizer, [p.source for p in train], [p.target for p in train],
+                        run_dir.tokenizer_dir)
+    if dist.is_initialized():
+        dist.barrier()
+    return Tokenizer.load(run_dir.tokenizer_dir)
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig
+                    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (the paper's betas and ε unless set) and its learning-rate schedule."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.learning_rate, betas=tuple(cfg.adam_betas or (0.9, 0.98)),
+        eps=1e-9, weight_decay=cfg.weight_decay,
+        fused=True)  # one kernel for all parameters: 3× faster steps on CPU
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, learning_rate_schedule(cfg))
+
+
+def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
+    """Processes, device, seeds, logging, data, tokenizer, model, optimiser and batches for
+    ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``)."""
+    rank, world_size = init_distributed()
+    cfg = config.train
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    if rank == 0:
+        run_dir.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(run_dir if rank == 0 else None)
+    loaded = load_splits(config.data)
+    log.info("data: %s", loaded.summary().replace("\n", "; "))
+    tokenizer = build_tokenizer(config, loaded.splits["train"], run_dir, resume, rank)
+    config = dataclasses.replace(config, model=resolved_model_config(config.model, tokenizer))
+    max_tokens = config.model.max_positions
+    train_data = encode_split(loaded.splits["train"], tokenizer, max_tokens)
+    dev_data = encode_split(loaded.splits["dev"], tokenizer, max_tokens)
+    model = Transformer(config.model).to(device)
+    optimizer, scheduler = build_optimizer(model, cfg)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
+                                num_shards=world_size, shard_index=rank)
+    return Run(config, run_dir, rank, world_size, device, precision, loaded.splits, tokenizer,
+               train_data, dev_data, model, optimizer, scheduler, scaler, sampler)
+
+
+# ---------------------------------------------------------------- the loop
 
 
 class Trainer:
-    """Holds everything one run needs; ``run()`` trains, validates, saves and scores."""
+    """Steps, validates, keeps the best checkpoints and stops; scores the test split."""
 
-    def __init__(self, config: Config, run_dir: Path, resume: bool = False) -> None:
-        self.config = config
-        self.run_dir = run_dir
-        self.rank, self.world_size = init_distributed()
-        self.main = self.rank == 0
-        cfg = config.train
-        if cfg.threads > 0:
-            torch.set_num_threads(cfg.threads)
-        self.device = resolve_device(cfg.device)
-        self.precision = resolve_precision(cfg.precision, self.device)
-        self._seed(cfg.seed)
-        if self.main:
-            (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        setup_logging(run_dir if self.main else None)
-        loaded = load_splits(config.data)
-        self.splits = loaded.splits
-        log.info("data: %s", loaded.summary().replace("\n", "; "))
-        self.tokenizer = self._tokenizer(resume)
-        max_tokens = config.model.max_positions
-        self.train_data = encode_split(self.splits["train"], self.tokenizer, max_tokens)
-        self.dev_data = encode_split(self.splits["dev"], self.tokenizer, max_tokens)
-        config.model.source_vocab_size = self.tokenizer.source_vocab_size
-        config.model.target_vocab_size = self.tokenizer.target_vocab_size
-        config.model.pad_id = self.tokenizer.pad_id
-        config.model.share_embeddings = config.model.share_embeddings and self.tokenizer.joint
-        self.model = Transformer(config.model).to(self.device)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.learning_rate, betas=tuple(cfg.adam_betas or
-            (0.9, 0.98)), eps=1e-9, weight_decay=cfg.weight_decay,
-            fused=True)  # one kernel for all parameters: 3× faster steps on CPU
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, inverse_sqrt_schedule(cfg.warmup_steps))
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
-        self.sampler = TokenBatchSampler(self.train_data.lengths(), cfg.batch_tokens, cfg.seed,
-                                         shuffle=True, num_shards=self.world_size,
-                                         shard_index=self.rank)
+    def __init__(self, run: Run, resume: bool = False) -> None:
+        self.run = run
+        self.cfg = run.config.train
         self.step = 0
-        self.best: list[tuple[float, int]] = []  # (score, step), best first
+        self.best: list[tuple[float, int]] = []  # (score, step) of the kept bests, best first
         self.evaluations_without_improvement = 0
         self.stop_signal: int | None = None
         if resume:
-            self._load_state(load_checkpoint(run_dir / "checkpoints" / "last.pt", self.device))
-        self.train_model: nn.Module = self.model
-        if cfg.compile:
-            self.train_model = torch.compile(self.model)
-        if self.world_size > 1:
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.load_state(run.run_dir.load_checkpoint("last", run.device))
+        self.train_model: nn.Module = run.model
+        if self.cfg.compile:
+            self.train_model = torch.compile(run.model)
+        if run.world_size > 1:
+            device_ids = [run.device.index] if run.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.train_model,
                                                                    device_ids=device_ids)
 
-    # -- set-up helpers
-
-    def _seed(self, seed: int) -> None:
-        random.seed(seed)
-        torch.manual_seed(seed)
-
-    def _tokenizer(self, resume: bool) -> Tokenizer:
-        folder = self.run_dir / "tokenizer"
-        if not resume and self.main:
-            train = self.splits["train"]
-            Tokenizer.train(self.config.tokenizer, [p.source for p in train],
-                            [p.target for p in train], folder)
-        if dist.is_initialized():
-            dist.barrier()
-        return Tokenizer.load(folder)
-
     # -- checkpoints
 
-    def _state(self) -> dict[str, Any]:
-        from translator.config import config_to_dict
-
+    def state(self) -> dict[str, Any]:
+        """Everything an exact resume needs, and the config and tokenizer it belongs to."""
+        run = self.run
         return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "sampler": self.sampler.state_dict(),
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(),
+            "scaler": run.scaler.state_dict(),
+            "sampler": run.sampler.state_dict(),
             "step": self.step,
             "best": self.best,
             "evaluations_without_improvement": self.evaluations_without_improvement,
             "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-            "config": config_to_dict(self.config),
-            "tokenizer": self.tokenizer.fingerprint(),
+            "config": config_to_dict(run.config),
+            "tokenizer": run.tokenizer.fingerprint(),
         }
 
-    def _load_state(self, state: dict[str, Any]) -> None:
-        if state.get("tokenizer") != self.tokenizer.fingerprint():
-            raise TrainingError(f"the checkpoint in {self.run_dir} was trained with another "
+    def load_state(self, state: dict[str, Any]) -> None:
+        run = self.run
+        if state.get("tokenizer") != run.tokenizer.fingerprint():
+            raise TrainingError(f"the checkpoint in {run.run_dir} was trained with another "
                                 "tokenizer than the one in its folder; resume the run it came "
                                 "from")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.sampler.load_state_dict(state["sampler"])
+        run.model.load_state_dict(state["model"])
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.scheduler.load_state_dict(state["scheduler"])
+        run.scaler.load_state_dict(state["scaler"])
+        run.sampler.load_state_dict(state["sampler"])
         self.step = state["step"]
         self.best = [tuple(b) for b in state["best"]]
         self.evaluations_without_improvement = state["evaluations_without_improvement"]
@@ -352,98 +310,107 @@ class Trainer:
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
 
     def save(self, name: str) -> Path:
-        path = self.run_dir / "checkpoints" / name
-        if self.main:
-            save_checkpoint(self._state(), path)
-        return path
+        """checkpoints/NAME.pt (written by the main process only)."""
+        if self.run.main:
+            return self.run.run_dir.save_checkpoint(name, self.state())
+        return self.run.run_dir.checkpoint(name)
 
     # -- one optimiser step
 
-    def _batches(self):
+    def batches(self) -> Iterator[Batch]:
         """Batches forever, epoch after epoch; the sampler remembers where it is."""
+        run = self.run
         while True:
-            for indices in self.sampler:
-                yield self.train_data.batch(indices, self.tokenizer, self.device)
+            for indices in run.sampler:
+                yield run.train_data.batch(indices, run.tokenizer, run.device)
 
-    def train_step(self, batches) -> tuple[float, int]:
+    def train_step(self, batches: Iterator[Batch]) -> tuple[float, int]:
         """Forward, backward (over ``accumulate`` batches) and update. Returns the smoothed
         loss per target token (averaged over batches and processes, as the gradient is) and
         the number of source+target tokens seen by all processes."""
-        cfg = self.config.train
+        run, cfg, pad_id = self.run, self.cfg, self.run.tokenizer.pad_id
         self.train_model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        run.optimizer.zero_grad(set_to_none=True)
         batch_losses, tokens = [], 0
         for micro_step in range(cfg.accumulate):
             batch = next(batches)
             last = micro_step == cfg.accumulate - 1
-            sync = nullcontext() if last or self.world_size == 1 else self.train_model.no_sync()
+            sync = nullcontext() if last or run.world_size == 1 else self.train_model.no_sync()
             with sync:
-                with autocast(self.device, self.precision):
-                    logits = self.train_model(batch.source, batch.target_input)
-                loss = token_loss(logits, batch.target_output, self.tokenizer.pad_id,
-                                  cfg.label_smoothing) / batch.num_target_tokens
-                self.scaler.scale(loss / cfg.accumulate).backward()
+                loss = batch_loss(self.train_model, batch, pad_id, cfg, run.device, run.precision)
+                run.scaler.scale(loss / cfg.accumulate).backward()
             batch_losses.append(loss.item())
-            tokens += batch.num_target_tokens + int((batch.source != self.tokenizer.pad_id).sum())
-        mean_loss = sum(batch_losses) / len(batch_losses)
-        if self.world_size > 1:
-            mean_loss = self._all_mean(mean_loss)
+            tokens += batch.num_target_tokens + int((batch.source != pad_id).sum())
+        mean_loss = self.mean_over_processes(sum(batch_losses) / len(batch_losses))
         if not math.isfinite(mean_loss):
             raise TrainingError(
                 f"the loss became {mean_loss} at step {self.step + 1}; the last good "
-                f"checkpoint is kept in {self.run_dir / 'checkpoints'}; lower "
+                f"checkpoint is kept in {run.run_dir.checkpoints_dir}; lower "
                 "train.learning_rate or raise train.warmup_steps, then --resume")
-        self.scaler.unscale_(self.optimizer)
+        run.scaler.unscale_(run.optimizer)
         if cfg.clip_norm > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
+            nn.utils.clip_grad_norm_(run.model.parameters(), cfg.clip_norm)
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+        run.scheduler.step()
         self.step += 1
-        return mean_loss, tokens * self.world_size
+        return mean_loss, tokens * run.world_size
 
-    def _all_mean(self, value: float) -> float:
-        tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
+    def mean_over_processes(self, value: float) -> float:
+        if self.run.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.run.device)
         dist.all_reduce(tensor)
-        return tensor.item() / self.world_size
+        return tensor.item() / self.run.world_size
+
+    def any_process(self, flag: bool) -> bool:
+        """All processes stop together if any of them wants to."""
+        if self.run.world_size == 1:
+            return flag
+        tensor = torch.tensor([1.0 if flag else 0.0], device=self.run.device)
+        dist.all_reduce(tensor)
+        return tensor.item() > 0
 
     # -- validation
 
     @torch.no_grad()
     def dev_loss(self) -> float:
-        self.model.eval()
-        sampler = TokenBatchSampler(self.dev_data.lengths(), self.config.train.batch_tokens,
-                                    seed=0, shuffle=False)
+        """Cross-entropy per target token on the dev split (no label smoothing)."""
+        run = self.run
+        run.model.eval()
+        sampler = TokenBatchSampler(run.dev_data.lengths(), self.cfg.batch_tokens, seed=0,
+                                    shuffle=False)
         total, tokens = 0.0, 0
         for indices in sampler:
-            batch = self.dev_data.batch(indices, self.tokenizer, self.device)
-            with autocast(self.device, self.precision):
-                logits = self.model(batch.source, batch.target_input)
-            total += token_loss(logits, batch.target_output, self.tokenizer.pad_id, 0.0).item()
+            batch = run.dev_data.batch(indices, run.tokenizer, run.device)
+            with autocast(run.device, run.precision):
+                logits = run.model(batch.source, batch.target_input)
+            total += token_loss(logits, batch.target_output, run.tokenizer.pad_id, 0.0).item()
             tokens += batch.num_target_tokens
         return total / max(1, tokens)
 
-    def translate_ids(self, source_ids: list[list[int]], beam_size: int = 1) -> list[str]:
-        """Translate already-encoded sentences (best hypothesis each), in input order."""
-        self.model.eval()
-        tok = self.tokenizer
-        with autocast(self.device, self.precision):
-            found = search_in_batches(self.model, source_ids, tok.pad_id, tok.bos_id,
-                                      tok.eos_id, beam_size)
-        return [tok.decode_target(nbest[0].tokens) for nbest in found]
+    def translate_texts(self, texts: list[str], beam_size: int = 1) -> list[str]:
+        """The model's translations of ``texts`` (the one decoding path, in the run's
+        precision), in order."""
+        run = self.run
+        with autocast(run.device, run.precision):
+            results = translate(run.model, run.tokenizer, texts, beam_size=beam_size,
+                                batch_size=DECODE_BATCH_SIZE, need_attention=False)
+        return [result.text for result in results]
 
     def validate(self) -> dict[str, Any]:
-        cfg = self.config.train
-        count = len(self.dev_data.pairs) if cfg.eval_sentences <= 0 else cfg.eval_sentences
-        pairs = self.dev_data.pairs[:count]
-        hypotheses = self.translate_ids(self.dev_data.source_ids[:count])
-        references = [p.target for p in pairs]
+        """Dev loss, perplexity, BLEU and chrF (greedy, on the first eval_sentences); a few
+        sample translations go to the log."""
+        cfg, dev = self.cfg, self.run.dev_data
+        count = len(dev.pairs) if cfg.eval_sentences <= 0 else cfg.eval_sentences
+        pairs = dev.pairs[:count]
+        hypotheses = self.translate_texts([p.source for p in pairs])
+        scores = corpus_scores(hypotheses, [p.target for p in pairs], metrics=("bleu", "chrf"))
         loss = self.dev_loss()
         record = {
             "kind": "validation", "step": self.step, "dev_loss": round(loss, 4),
             "dev_perplexity": round(math.exp(min(loss, 50.0)), 2),
-            "dev_bleu": round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2),
-            "dev_chrf": round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2),
+            "dev_bleu": round(scores["bleu"], 2), "dev_chrf": round(scores["chrf"], 2),
             "dev_sentences": len(pairs),
         }
         for pair, hypothesis in list(zip(pairs, hypotheses))[: cfg.eval_samples]:
@@ -451,54 +418,79 @@ class Trainer:
                      pair.target, hypothesis)
         return record
 
-    def _improved(self, record: dict[str, Any]) -> bool:
-        """Record the validation score; True if it enters the kept best checkpoints."""
-        metric = self.config.train.early_stopping_metric
-        score = record["dev_loss"] if metric == "loss" else record[f"dev_{metric}"]
-        key = -score if metric == "loss" else score  # higher is better from here on
-        improved = not self.best or key > self.best[0][0]
-        self.evaluations_without_improvement = 0 if improved else (
-            self.evaluations_without_improvement + 1)
-        keep = self.config.train.keep_best
-        entered = len(self.best) < keep or key > self.best[-1][0]
-        if entered:
-            self.best = sorted(self.best + [(key, self.step)], reverse=True)
-            dropped = self.best[keep:]
-            self.best = self.best[:keep]
-            if self.main and keep > 1:
-                self.save(f"step-{self.step}.pt")
-                for _, step in dropped:
-                    (self.run_dir / "checkpoints" / f"step-{step}.pt").unlink(missing_ok=True)
+    def score_key(self, record: dict[str, Any]) -> float:
+        """The early-stopping metric of a validation, signed so that higher is better."""
+        metric = self.cfg.early_stopping_metric
+        return -record["dev_loss"] if metric == "loss" else record[f"dev_{metric}"]
+
+    def count_improvement(self, record: dict[str, Any]) -> bool:
+        """True if the validation beats every earlier one; counts validations without an
+        improvement for ``patience``."""
+        improved = not self.best or self.score_key(record) > self.best[0][0]
+        self.evaluations_without_improvement = (
+            0 if improved else self.evaluations_without_improvement + 1)
         return improved
 
+    def keep_best_checkpoints(self, record: dict[str, Any]) -> None:
+        """Enter the validation into the ``keep_best`` best kept; with keep_best > 1 its
+        weights are saved as step-N.pt and those it pushes out are deleted."""
+        keep, key = self.cfg.keep_best, self.score_key(record)
+        if len(self.best) >= keep and key <= self.best[-1][0]:
+            return
+        ranked = sorted(self.best + [(key, self.step)], reverse=True)
+        self.best, dropped = ranked[:keep], ranked[keep:]
+        if self.run.main and keep > 1:
+            self.save(f"step-{self.step}")
+            for _, step in dropped:
+                self.run.run_dir.checkpoint(f"step-{step}").unlink(missing_ok=True)
+
+    def validate_and_save(self) -> bool:
+        """Validate on the main process, save last.pt (and best.pt when it is the best);
+        True when early stopping says stop."""
+        stop = False
+        if self.run.main:
+            record = self.validate()
+            improved = self.count_improvement(record)
+            self.keep_best_checkpoints(record)
+            self.write_metrics(record)
+            say(f"step {self.step}: dev loss {record['dev_loss']:.3f}  ppl "
+                f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
+                f"{record['dev_chrf']:.1f}" + ("  (best)" if improved else ""))
+            if improved:
+                self.save("best")
+            self.save("last")
+            patience = self.cfg.patience
+            stop = patience > 0 and self.evaluations_without_improvement >= patience
+        return self.any_process(stop)
+
     # -- the loop
+
+    def write_metrics(self, record: dict[str, Any]) -> None:
+        if self.run.main:
+            with open(self.run.run_dir.metrics_file, "a", encoding="utf-8") as file:
+                file.write(json.dumps(record) + "\n")
 
     def _handle_signal(self, signum, frame) -> None:  # noqa: ARG002 (signal API)
         self.stop_signal = signum
 
-    def write_metrics(self, record: dict[str, Any]) -> None:
-        if self.main:
-            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as file:
-                file.write(json.dumps(record) + "\n")
-
-    def run(self) -> int:
+    def fit(self) -> int:
         """Train to max_steps (or an early stop, a time limit, a signal). Returns the exit
         code: 0 when finished, 128 + signal number when stopped by a signal."""
-        cfg = self.config.train
         previous = {s: signal.signal(s, self._handle_signal)
                     for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return self._loop(cfg)
+            return self._loop()
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
-    def _loop(self, cfg: TrainConfig) -> int:
-        say(f"run folder: {self.run_dir}  |  {self.model.num_parameters():,} parameters  |  "
-            f"{len(self.train_data.pairs):,} training pairs  |  device {self.device}, "
-            f"{self.precision}, {self.world_size} process(es)")
-        batches = self._batches()
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.main,
+    def _loop(self) -> int:
+        run, cfg = self.run, self.cfg
+        say(f"run folder: {run.run_dir}  |  {run.model.num_parameters():,} parameters  |  "
+            f"{len(run.train_data.pairs):,} training pairs  |  device {run.device}, "
+            f"{run.precision}, {run.world_size} process(es)")
+        batches = self.batches()
+        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not run.main,
                    desc="training", unit="step", dynamic_ncols=True)
         started, window_start, window_tokens = time.time(), time.time(), 0
         while self.step < cfg.max_steps:
@@ -506,101 +498,69 @@ class Trainer:
             window_tokens += tokens
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
-                speed = window_tokens / max(1e-9, time.time() - window_start)
-                lr = self.scheduler.get_last_lr()[0]
-                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
-                self.write_metrics({"kind": "train", "step": self.step, "loss": round(loss, 4),
-                                    "lr": lr, "tokens_per_second": round(speed),
-                                    "epoch": self.sampler.state_dict().get("epoch", 0)})
+                self.log_progress(bar, loss, window_tokens / max(1e-9, time.time() - window_start))
                 window_start, window_tokens = time.time(), 0
-            out_of_time = self._agree(
+            out_of_time = self.any_process(
                 cfg.max_minutes > 0 and time.time() - started > cfg.max_minutes * 60)
             if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps or out_of_time:
-                if self._validate_and_save():
+                if self.validate_and_save():
                     say(f"early stop: no better dev {cfg.early_stopping_metric} in "
                         f"{cfg.patience} validations")
                     break
             if out_of_time:
                 say(f"time limit of {cfg.max_minutes:g} minutes reached at step {self.step}")
                 break
-            if self._agree(self.stop_signal is not None):
-                self.save("last.pt")
-                name = signal.Signals(self.stop_signal).name
-                say(f"stopped by {name} at step {self.step}; checkpoint saved to "
-                    f"{self.run_dir / 'checkpoints' / 'last.pt'}; continue with: "
-                    f"python scripts/train.py --resume {self.run_dir}")
+            if self.any_process(self.stop_signal is not None):
+                code = self.stop_by_signal()
                 bar.close()
-                return 128 + self.stop_signal
+                return code
         bar.close()
         return 0
 
-    def _agree(self, flag: bool) -> bool:
-        """All processes stop together if any of them wants to."""
-        if self.world_size == 1:
-            return flag
-        tensor = torch.tensor([1.0 if flag else 0.0], device=self.device)
-        dist.all_reduce(tensor)
-        return tensor.item() > 0
+    def log_progress(self, bar: tqdm, loss: float, speed: float) -> None:
+        lr = self.run.scheduler.get_last_lr()[0]
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+        self.write_metrics({"kind": "train", "step": self.step, "loss": round(loss, 4), "lr": lr,
+                            "tokens_per_second": round(speed),
+                            "epoch": self.run.sampler.state_dict().get("epoch", 0)})
 
-    def _validate_and_save(self) -> bool:
-        """Validate on rank 0, save last/best; True when early stopping says stop."""
-        stop = False
-        if self.main:
-            record = self.validate()
-            improved = self._improved(record)
-            self.write_metrics(record)
-            say(f"step {self.step}: dev loss {record['dev_loss']:.3f}  ppl "
-                f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
-                f"{record['dev_chrf']:.1f}" + ("  (best)" if improved else ""))
-            if improved:
-                self.save("best.pt")
-            self.save("last.pt")
-            patience = self.config.train.patience
-            stop = patience > 0 and self.evaluations_without_improvement >= patience
-        return self._agree(stop)
+    def stop_by_signal(self) -> int:
+        """Save last.pt and say how to resume; the exit code is 128 + the signal number."""
+        path = self.save("last")
+        name = signal.Signals(self.stop_signal).name
+        say(f"stopped by {name} at step {self.step}; checkpoint saved to {path}; continue with: "
+            f"python scripts/train.py --resume {self.run.run_dir}")
+        return 128 + self.stop_signal
 
     # -- the end of a run
 
-    def finish(self) -> dict[str, Any]:
-        """Score the test split with the best checkpoint and write test_scores.json."""
-        if not self.main:
+    def score_test(self) -> dict[str, Any]:
+        """Score the test split with the best checkpoint; write test_scores.json and
+        test_hypotheses.txt."""
+        run = self.run
+        if not run.main:
             return {}
-        best = self.run_dir / "checkpoints" / "best.pt"
+        best = run.run_dir.checkpoint("best")
         if best.exists():
-            self.model.load_state_dict(load_checkpoint(best, self.device)["model"])
-        test_pairs = self.splits["test"]
+            run.model.load_state_dict(run.run_dir.load_checkpoint("best", run.device)["model"])
+        test_pairs = run.splits["test"]
         if not test_pairs:
             return {}
-        test = encode_split(test_pairs, self.tokenizer, self.config.model.max_positions)
-        beam = self.config.train.test_beam_size
-        hypotheses = self.translate_ids(test.source_ids, beam_size=beam)
-        references = [[p.target for p in test_pairs]]
-        bleu = sacrebleu.metrics.BLEU()
-        chrf = sacrebleu.metrics.CHRF()
-        scores = {
-            "split": "test", "sentences": len(test_pairs), "beam_size": beam,
-            "bleu": round(bleu.corpus_score(hypotheses, references).score, 2),
-            "chrf": round(chrf.corpus_score(hypotheses, references).score, 2),
-            "bleu_signature": str(bleu.get_signature()),
-            "chrf_signature": str(chrf.get_signature()),
-        }
-        (self.run_dir / "test_hypotheses.txt").write_text("\n".join(hypotheses) + "\n",
-                                                           encoding="utf-8")
-        (self.run_dir / "test_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
+        beam = self.cfg.test_beam_size
+        hypotheses = self.translate_texts([p.source for p in test_pairs], beam_size=beam)
+        found = corpus_scores(hypotheses, [p.target for p in test_pairs],
+                              metrics=("bleu", "chrf"))
+        scores = {"split": "test", "sentences": len(test_pairs), "beam_size": beam,
+                  "bleu": round(found["bleu"], 2), "chrf": round(found["chrf"], 2),
+                  "bleu_signature": found["bleu_signature"],
+                  "chrf_signature": found["chrf_signature"]}
+        run.run_dir.test_hypotheses_file.write_text("\n".join(hypotheses) + "\n",
+                                                    encoding="utf-8")
+        run.run_dir.test_scores_file.write_text(json.dumps(scores, indent=2) + "\n")
         self.write_metrics({"kind": "test", "step": self.step, **scores})
         say(f"test split ({len(test_pairs)} sentences, beam {beam}): BLEU {scores['bleu']:.1f}"
             f"  chrF {scores['chrf']:.1f}")
         return scores
-
-    def draw_showcase(self) -> None:
-        """Heatmaps of the seeds' showcase sentences, as the trained model translates them."""
-        if not self.main:
-            return
-        self.model.eval()
-        paths = draw_showcase_heatmaps(self.model, self.tokenizer, self.run_dir / "heatmaps",
-                                       self.config.data.direction, self.device,
-                                       beam_size=self.config.train.test_beam_size)
-        say(f"showcase heatmaps: {len(paths)} files in {self.run_dir / 'heatmaps'}")
 
     def close(self) -> None:
         if dist.is_initialized():
@@ -608,31 +568,32 @@ class Trainer:
             dist.destroy_process_group()
 
 
-def train(config: Config, resume: Path | None = None) -> tuple[Path, int]:
-    """Train a model as ``config`` says; returns the run folder and the exit code."""
-    from translator.config import save_config
+def new_run_dir(cfg: TrainConfig, rank: int) -> RunDir:
+    """Rank 0 names (and checks) a new run folder; every process writes into that one."""
+    run_dir = RunDir.new(cfg.output_dir, cfg.run_name, cfg.overwrite) if rank == 0 else None
+    if dist.is_initialized():
+        shared = [run_dir]
+        dist.broadcast_object_list(shared, src=0)
+        run_dir = shared[0]
+    return run_dir
 
+
+def train(config: Config, resume: str | Path | None = None) -> tuple[Path, int]:
+    """Train a model as ``config`` says (or continue the run folder ``resume``), score the
+    test split; returns the run folder and the exit code. ``config`` is not changed."""
     rank, _ = init_distributed()
-    if resume is not None:
-        run_dir = Path(resume)
-    else:
-        run_dir = resolve_run_dir(config) if rank == 0 else None
-        if dist.is_initialized():  # every process writes into rank 0's folder
-            shared = [run_dir]
-            dist.broadcast_object_list(shared, src=0)
-            run_dir = shared[0]
+    run_dir = RunDir(resume) if resume is not None else new_run_dir(config.train, rank)
     if rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = Trainer(config, run_dir, resume=resume is not None)
+        run_dir.path.mkdir(parents=True, exist_ok=True)
+    run = build_run(config, run_dir, resume=resume is not None)
+    trainer = Trainer(run, resume=resume is not None)
     try:
-        if trainer.main:
-            save_config(config, run_dir / "config.yaml")
-            point_latest(run_dir)
-        code = trainer.run()
+        if run.main:
+            run_dir.write_config(run.config)
+            run_dir.point_latest()
+        code = trainer.fit()
         if code == 0:
-            trainer.finish()
-            if config.train.heatmaps:
-                trainer.draw_showcase()
-        return run_dir, code
+            trainer.score_test()
+        return run_dir.path, code
     finally:
         trainer.close()

@@ -1,11 +1,15 @@
-"""The Translator: a trained run folder (model, tokenizer, config) behind one call.
+"""Translating text, in one place: `translate` and the `Translator` that loads a run for it.
 
     translator = Translator.from_run("runs/latest")
     for result in translator.translate(["राजेश ने कल शाम को ट्रेन टिकट बुक की"]):
         print(result.text, result.score)
 
-Each `Translation` carries the tokens, the score, the subword pieces of both sides and the
-cross-attention of the output that was chosen (every layer and head), ready for
+`translate` is the one decoding path of the package: validation and test scores during
+training, `translate`, `evaluate` and `align` on the command line, the heatmaps and the Python
+API all call it. It encodes the texts, splits any longer than the model can read, searches
+them (greedy or beam, batched by length) and turns the hypotheses back into text. Each
+`Translation` carries the tokens, the score, the subword pieces of both sides and, when asked
+for, the cross-attention of the output that was chosen (every layer and head), ready for
 `translator.alignment` and `translator.plotting`.
 """
 
@@ -13,24 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
 from torch import Tensor
 
 from translator.checkpoint import load_checkpoint
-from translator.config import Config, load_config
+from translator.config import Config, ModelConfig
 from translator.data import normalize
+from translator.device import resolve_device
 from translator.errors import TranslatorError
-from translator.model import ModelConfig, Transformer
+from translator.model import Transformer
+from translator.run_dir import RunDir
 from translator.search import Hypothesis, search_in_batches
 from translator.tokenizer import Tokenizer
-from translator.training import resolve_device
 
-RUNS_DIR = Path("runs")  # where train.py puts run folders by default
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
 
@@ -44,7 +49,8 @@ class Translation:
     source: str  # the input as given
     text: str  # the translation ("" for an empty input)
     tokens: list[int]  # target ids, without BOS and EOS
-    # greedy: the sum of token log-probabilities; beam: that sum / the GNMT length penalty
+    # greedy: the sum of token log-probabilities; beam: that sum / the GNMT length penalty;
+    # an input split into parts: the sum of the parts' scores
     score: float
     source_pieces: list[str]  # pieces of the source ids fed to the model, without the EOS
     target_pieces: list[str]  # pieces of ``tokens``
@@ -67,46 +73,7 @@ class Translation:
         return record
 
 
-# ---------------------------------------------------------------- finding and loading a run
-
-
-def find_run(run_dir: str | Path | None = None, runs_dir: Path = RUNS_DIR) -> Path:
-    """``run_dir`` if it is a run folder; None: runs/latest, else the newest folder under
-    runs/ that holds a checkpoint."""
-    if run_dir is not None:
-        run_dir = Path(run_dir)
-        if not run_dir.is_dir():
-            raise TranslateError(f"run folder {run_dir} does not exist; pass the folder that "
-                                 "python scripts/train.py printed")
-        if not (run_dir / "config.yaml").is_file():
-            raise TranslateError(f"{run_dir} is not a run folder (no config.yaml in it); pass "
-                                 "the folder that python scripts/train.py printed")
-        return run_dir
-    latest = runs_dir / "latest"
-    if (latest / "config.yaml").is_file():
-        return latest.resolve()
-    candidates = [d for d in runs_dir.iterdir() if d.is_dir() and (d / "config.yaml").is_file()
-                  and any((d / "checkpoints").glob("*.pt"))] if runs_dir.is_dir() else []
-    if not candidates:
-        raise TranslateError(f"no trained run found under {runs_dir}/; train one with python "
-                             "scripts/train.py or pass --run DIR")
-    return max(candidates, key=lambda d: max(p.stat().st_mtime
-                                             for p in (d / "checkpoints").glob("*.pt")))
-
-
-def checkpoint_path(run_dir: Path, checkpoint: str = "best") -> Path:
-    """checkpoints/<checkpoint>.pt of the run (a path to a .pt file is taken as is); "best"
-    falls back to last.pt, which a run stopped before its first validation has alone."""
-    if checkpoint.endswith(".pt") and Path(checkpoint).is_file():
-        return Path(checkpoint)
-    folder = run_dir / "checkpoints"
-    path = folder / (checkpoint if checkpoint.endswith(".pt") else f"{checkpoint}.pt")
-    if not path.is_file() and checkpoint == "best":
-        path = folder / "last.pt"
-    if not path.is_file():
-        raise TranslateError(f"{run_dir} has no checkpoint {path.name} (in {folder}); train the "
-                             "run further or pick another with --checkpoint")
-    return path
+# ---------------------------------------------------------------- loading a run
 
 
 def _model_config(state: dict[str, Any], path: Path) -> ModelConfig:
@@ -119,13 +86,13 @@ def _model_config(state: dict[str, Any], path: Path) -> ModelConfig:
 
 
 def _check_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, config: ModelConfig,
-                     path: Path, run_dir: Path) -> None:
+                     path: Path, run_dir: RunDir) -> None:
     fingerprint = state.get("tokenizer")
     sizes = (config.source_vocab_size, config.target_vocab_size)
     if (fingerprint is not None and fingerprint != tokenizer.fingerprint()) or sizes != (
             tokenizer.source_vocab_size, tokenizer.target_vocab_size):
         raise TranslateError(f"checkpoint {path} was trained with another tokenizer than the one "
-                             f"in {run_dir / 'tokenizer'}; use the run folder it came from")
+                             f"in {run_dir.tokenizer_dir}; use the run folder it came from")
 
 
 # ---------------------------------------------------------------- input checks
@@ -203,6 +170,98 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
     return merged
 
 
+# ---------------------------------------------------------------- the one decoding path
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) for the duration, then the mode the model had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
+              direction: str | None = None, beam_size: int = 5, n_best: int = 1,
+              batch_size: int = 32, need_attention: bool = True) -> list[Translation]:
+    """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
+    greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
+    batches of ``batch_size`` of similar length, on the model's device. An empty text gives
+    an empty Translation; text longer than the model can read is split into parts translated
+    one by one, and text in the wrong script for ``direction`` ("hi-en" or "en-hi"; None: not
+    checked) is translated anyway; both get a warning."""
+    if isinstance(texts, str):
+        raise TypeError("translate() takes a list of strings, not one string")
+    if beam_size < 1 or not 1 <= n_best <= beam_size:
+        raise TranslateError(f"beam size {beam_size} and n-best {n_best} don't fit: "
+                             "both must be at least 1 and n-best at most the beam size")
+    limit = model.config.max_positions - 1  # the source EOS takes one position
+    requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
+    warnings: list[list[str]] = [[] for _ in texts]
+    for i, text in enumerate(texts):
+        parts, warnings[i] = _source_parts(text, tokenizer, limit, direction)
+        requests += [(i, part) for part in parts]
+    tok = tokenizer
+    with evaluating(model):
+        hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
+                                       tok.bos_id, tok.eos_id, beam_size, n_best, batch_size,
+                                       need_attention)
+    parts_of: list[list[Translation]] = [[] for _ in texts]
+    for (i, ids), nbest in zip(requests, hypotheses):
+        parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer))
+    results = []
+    for text, parts, text_warnings in zip(texts, parts_of, warnings):
+        if not parts:
+            results.append(Translation(text, "", [], 0.0, [], [], warnings=text_warnings))
+        elif len(parts) == 1:
+            results.append(parts[0])
+        else:
+            results.append(merge_parts(text, parts, text_warnings))
+    return results
+
+
+def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | None
+                  ) -> tuple[list[list[int]], list[str]]:
+    """The source ids of ``text`` in parts of at most ``limit`` pieces (none for an empty
+    text), and the warnings about it."""
+    ids = tokenizer.encode_source(text)
+    if not ids:
+        return [], []
+    warnings = []
+    warning = script_warning(text, direction) if direction else None
+    if warning:
+        warnings.append(warning)
+    if len(ids) <= limit:
+        return [ids], warnings
+    parts = split_source(text, tokenizer, limit)
+    warnings.append(f"the input has {len(ids)} pieces, more than the model's limit of {limit}; "
+                    f"it was split into {len(parts)} parts, translated one by one")
+    return parts, warnings
+
+
+def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
+                 warnings: list[str], tokenizer: Tokenizer) -> Translation:
+    translations = []
+    for hypothesis in nbest:
+        attention = hypothesis.cross_attention
+        translations.append(Translation(
+            source=source,
+            text=tokenizer.decode_target(hypothesis.tokens),
+            tokens=hypothesis.tokens,
+            score=hypothesis.score,
+            source_pieces=tokenizer.source_pieces(ids),
+            target_pieces=tokenizer.target_pieces(hypothesis.tokens),
+            attention=attention[:, :, :, : len(ids) + 1] if attention is not None else None,
+            warnings=warnings,
+        ))
+    best = dataclasses.replace(translations[0])
+    best.nbest = translations if n_best > 1 else []
+    return best
+
+
 # ---------------------------------------------------------------- the Translator
 
 
@@ -215,21 +274,21 @@ class Translator:
         self.tokenizer = tokenizer
         self.config = config
         self.direction = config.data.direction  # "hi-en" or "en-hi"
-        self.run_dir: Path | None = None  # set by from_run
+        self.run_dir: RunDir | None = None  # set by from_run
         self.device = torch.device("cpu")
         self.to(device)
 
     @classmethod
     def from_run(cls, run_dir: str | Path | None = None, checkpoint: str = "best",
                  device: str = "auto") -> Translator:
-        """Load a run folder written by train.py (None: the newest run under runs/)."""
-        run_dir = find_run(run_dir)
-        config = load_config(run_dir / "config.yaml")
-        tokenizer = Tokenizer.load(run_dir / "tokenizer")
-        path = checkpoint_path(run_dir, checkpoint)
+        """Load a run folder written by training (None: the newest run under runs/)."""
+        run = RunDir.find(run_dir)
+        config = run.read_config()
+        tokenizer = Tokenizer.load(run.tokenizer_dir)
+        path = run.find_checkpoint(checkpoint)
         state = load_checkpoint(path)
         config.model = _model_config(state, path)  # the weights' own shape decides
-        _check_tokenizer(state, tokenizer, config.model, path, run_dir)
+        _check_tokenizer(state, tokenizer, config.model, path, run)
         model = Transformer(config.model)
         try:
             model.load_state_dict(state["model"])
@@ -237,7 +296,7 @@ class Translator:
             raise TranslateError(f"checkpoint {path} does not fit the model its config "
                                  "describes; it is damaged or from another version") from None
         translator = cls(model, tokenizer, config, resolve_device(device))
-        translator.run_dir = run_dir
+        translator.run_dir = run
         return translator
 
     def to(self, device: str | torch.device) -> Translator:
@@ -252,82 +311,6 @@ class Translator:
 
     def translate(self, texts: list[str], beam_size: int = 5, n_best: int = 1,
                   batch_size: int = 32, need_attention: bool = True) -> list[Translation]:
-        """Translate ``texts`` (one Translation each, in order). Beam size 1 is greedy
-        search; ``n_best`` > 1 fills each result's ``nbest``. An empty text gives an empty
-        Translation; text in the wrong script, or longer than the model can read (it is
-        split into parts translated one by one), gets a warning."""
-        if isinstance(texts, str):
-            raise TypeError("translate() takes a list of strings, not one string")
-        if beam_size < 1 or not 1 <= n_best <= beam_size:
-            raise TranslateError(f"beam size {beam_size} and n-best {n_best} don't fit: "
-                                 "both must be at least 1 and n-best at most the beam size")
-        requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
-        warnings: list[list[str]] = [[] for _ in texts]
-        for i, text in enumerate(texts):
-            ids = self.tokenizer.encode_source(text)
-            if not ids:
-                continue
-            warning = script_warning(text, self.direction)
-            if warning:
-                warnings[i].append(warning)
-            parts = [ids]
-            if len(ids) > self.max_source_pieces:
-                parts = split_source(text, self.tokenizer, self.max_source_pieces)
-                warnings[i].append(
-                    f"the input has {len(ids)} pieces, more than the model's limit of "
-                    f"{self.max_source_pieces}; it was split into {len(parts)} parts, "
-                    "translated one by one")
-            requests += [(i, part) for part in parts]
-        hypotheses = self._decode([ids for _, ids in requests], beam_size, n_best, batch_size,
-                                  need_attention)
-        parts_of: list[list[Translation]] = [[] for _ in texts]
-        for (i, ids), nbest in zip(requests, hypotheses):
-            parts_of[i].append(self._translation(texts[i], ids, nbest, n_best, warnings[i]))
-        results = []
-        for text, parts, text_warnings in zip(texts, parts_of, warnings):
-            if not parts:
-                results.append(Translation(text, "", [], 0.0, [], [], warnings=text_warnings))
-            elif len(parts) == 1:
-                results.append(parts[0])
-            else:
-                results.append(merge_parts(text, parts, text_warnings))
-        return results
-
-    def _decode(self, sources: list[list[int]], beam_size: int, n_best: int, batch_size: int,
-                need_attention: bool) -> list[list[Hypothesis]]:
-        tok = self.tokenizer
-        return search_in_batches(self.model, sources, tok.pad_id, tok.bos_id, tok.eos_id,
-                                 beam_size, n_best, batch_size, need_attention)
-
-    def _translation(self, source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
-                     warnings: list[str]) -> Translation:
-        translations = []
-        for hypothesis in nbest:
-            attention = hypothesis.cross_attention
-            translations.append(Translation(
-                source=source,
-                text=self.tokenizer.decode_target(hypothesis.tokens),
-                tokens=hypothesis.tokens,
-                score=hypothesis.score,
-                source_pieces=self.tokenizer.source_pieces(ids),
-                target_pieces=self.tokenizer.target_pieces(hypothesis.tokens),
-                attention=attention[:, :, :, : len(ids) + 1] if attention is not None else None,
-                warnings=warnings,
-            ))
-        best = dataclasses.replace(translations[0])
-        best.nbest = translations if n_best > 1 else []
-        return best
-
-
-# ---------------------------------------------------------------- corpus scores
-
-
-def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, Any]:
-    """Corpus BLEU, chrF and chrF++ (sacrebleu's defaults) with their signatures."""
-    metrics = {"bleu": sacrebleu.metrics.BLEU(), "chrf": sacrebleu.metrics.CHRF(),
-               "chrf++": sacrebleu.metrics.CHRF(word_order=2)}
-    scores: dict[str, Any] = {}
-    for name, metric in metrics.items():
-        scores[name] = metric.corpus_score(hypotheses, [references]).score
-        scores[f"{name}_signature"] = str(metric.get_signature())
-    return scores
+        """`translate` with this run's model, tokenizer and direction."""
+        return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
+                         batch_size, need_attention)

@@ -1,0 +1,163 @@
+"""Token ids → padded tensors: length-bucketed token batches for training, padding for search.
+
+`TokenBatchSampler` cuts a split into batches of similar-length sentences within a budget of
+padded tokens (and shards them across processes); `make_batch` pads one batch's source and
+target ids into the tensors a training step reads; `source_tensor` pads sources alone, for
+decoding.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+
+class TokenBatchSampler:
+    """Batches of sentence indices whose padded size stays within `max_tokens`.
+
+    `lengths[i]` is (source_len, target_len) of pair i as it will appear in the batch tensors
+    (count the eos/bos that make_batch adds). A batch costs n_sentences * (longest source +
+    longest target); a single pair above `max_tokens` forms a batch of its own.
+
+    Pairs are sorted by length (ties in random order) and cut into batches greedily, so
+    neighbours have similar lengths and little padding; the batch order is then shuffled.
+    Both depend only on (seed, epoch), so every shard computes the same global order and takes
+    every num_shards-th batch. To give all shards the same number of batches, the last
+    len % num_shards batches of the (shuffled) order are skipped in that epoch.
+
+    Iterating yields the rest of the current epoch and then moves to the next; `state_dict`
+    records (epoch, position) so a restored sampler yields exactly the remaining batches. The
+    position counts the batches handed out so far (the trainer takes them one by one, so that
+    is also how many it has trained on).
+    """
+
+    def __init__(
+        self,
+        lengths: list[tuple[int, int]],
+        max_tokens: int,
+        seed: int,
+        shuffle: bool = True,
+        num_shards: int = 1,
+        shard_index: int = 0,
+    ) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if not 0 <= shard_index < num_shards:
+            raise ValueError(f"shard_index {shard_index} is outside 0..{num_shards - 1}")
+        self.lengths = list(lengths)
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.shuffle = shuffle
+        self.num_shards = num_shards
+        self.shard_index = shard_index
+        self.epoch = 0
+        self.position = 0
+        # The batch count depends only on the sorted lengths, so any epoch gives it.
+        self._batches_per_shard = len(self._global_batches(0)) // num_shards
+
+    def _global_batches(self, epoch: int) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(f"{self.seed}:{epoch}")
+        if self.shuffle:
+            rng.shuffle(order)
+        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
+        batches: list[list[int]] = []
+        batch: list[int] = []
+        longest_source = longest_target = 0
+        for index in order:
+            source_len, target_len = self.lengths[index]
+            new_source = max(longest_source, source_len)
+            new_target = max(longest_target, target_len)
+            if batch and (len(batch) + 1) * (new_source + new_target) > self.max_tokens:
+                batches.append(batch)
+                batch, new_source, new_target = [], source_len, target_len
+            batch.append(index)
+            longest_source, longest_target = new_source, new_target
+        if batch:
+            batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This shard's batches of `epoch`, in order."""
+        batches = self._global_batches(epoch)[self.shard_index :: self.num_shards]
+        return batches[: self._batches_per_shard]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.epoch_batches(self.epoch)
+        while self.position < len(batches):
+            batch = batches[self.position]
+            self.position += 1
+            yield batch
+        self.epoch += 1
+        self.position = 0
+
+    def __len__(self) -> int:
+        return self._batches_per_shard
+
+    def state_dict(self) -> dict[str, int]:
+        if self.position >= len(self):  # the epoch is used up: resume at the next one
+            return {"epoch": self.epoch + 1, "position": 0}
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def padding_fraction(batches: list[list[int]], lengths: list[tuple[int, int]]) -> float:
+    """Share of the padded source+target cells of `batches` that are padding."""
+    padded = real = 0
+    for batch in batches:
+        source_lengths = [lengths[i][0] for i in batch]
+        target_lengths = [lengths[i][1] for i in batch]
+        padded += len(batch) * (max(source_lengths) + max(target_lengths))
+        real += sum(source_lengths) + sum(target_lengths)
+    return 1 - real / padded if padded else 0.0
+
+
+@dataclass
+class Batch:
+    """Right-padded tensors for one training step."""
+
+    source: torch.Tensor  # [B, S] source ids + eos
+    target_input: torch.Tensor  # [B, T] bos + target ids (what the decoder reads)
+    target_output: torch.Tensor  # [B, T] target ids + eos (what it must predict)
+    num_target_tokens: int  # non-pad positions in target_output, to normalise the loss
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(
+            self.source.to(device),
+            self.target_input.to(device),
+            self.target_output.to(device),
+            self.num_target_tokens,
+        )
+
+
+def pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """[len(rows), longest row] of ids, shorter rows right-padded with ``pad_id``."""
+    width = max(len(row) for row in rows)
+    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], dtype=torch.long)
+
+
+def source_tensor(source_ids: list[list[int]], pad_id: int, eos_id: int) -> torch.Tensor:
+    """[B, S] source ids + EOS, right-padded: what the encoder reads (training and search)."""
+    return pad([[*ids, eos_id] for ids in source_ids], pad_id)
+
+
+def make_batch(
+    source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int, bos_id: int, eos_id: int
+) -> Batch:
+    """Pad a list of (source, target) id sequences, without bos/eos, into a Batch."""
+    if not source_ids or len(source_ids) != len(target_ids):
+        raise ValueError(
+            f"need equally many sources and targets, got {len(source_ids)} and {len(target_ids)}"
+        )
+    source = source_tensor(source_ids, pad_id, eos_id)
+    target_input = pad([[bos_id, *ids] for ids in target_ids], pad_id)
+    target_output = pad([[*ids, eos_id] for ids in target_ids], pad_id)
+    num_target_tokens = sum(len(ids) + 1 for ids in target_ids)
+    return Batch(source, target_input, target_output, num_target_tokens)

@@ -1,0 +1,396 @@
+"""The command line: one command with five subcommands, also installed as console scripts.
+
+    python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
+    python -m translator translate "TEXT" [--run RUN] [--beam N] [--plot FILE.png]
+    python -m translator evaluate [--run RUN] [--src FILE --ref FILE]
+    python -m translator align --run RUN --src FILE --tgt FILE [--gold FILE]
+    python -m translator demo [--causal]
+
+`translator-train`, `translator-translate`, ... (pyproject.toml) and `scripts/*.py` call the
+same ``*_main`` functions. Each parses its arguments, calls the package and turns a
+`TranslatorError` into one sentence on standard error and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from translator import plotting
+from translator.alignment import (
+    AlignmentError,
+    align_pairs,
+    alignment_error_rate,
+    check_links,
+    describe_view,
+    format_pharaoh,
+    merge_to_words,
+    read_pharaoh,
+    resolve_layer,
+    select_attention,
+)
+from translator.config import Config, TrainConfig, load_config
+from translator.data import load_splits
+from translator.demo import run_demo
+from translator.errors import TranslatorError
+from translator.metrics import corpus_scores
+from translator.run_dir import RunDir
+from translator.training import is_main_process, say, train
+from translator.translate import Translation, Translator
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
+PLOT_OPTIONS = ("plot", "plot_heads", "plot_layers")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (only '\\n' ends a line)."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "it is not UTF-8 text"
+        raise TranslatorError(f"cannot read {path}: {reason}") from None
+
+
+def _run_arguments(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
+    parser.add_argument("--run", type=Path, default=None,
+                        help="run folder (default: runs/latest, the newest run)")
+    if checkpoint:
+        parser.add_argument("--checkpoint", default="best",
+                            help="best (default; last.pt if there is none), last, or a .pt file")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+
+
+# ---------------------------------------------------------------- train
+
+
+def train_arguments(parser: argparse.ArgumentParser) -> None:
+    default = (f"YAML config (default: {DEFAULT_CONFIG.relative_to(Path.cwd())})"
+               if DEFAULT_CONFIG.is_relative_to(Path.cwd()) else "YAML config")
+    parser.add_argument("--config", type=Path, default=None, help=default)
+    parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                        help="continue a run from its last checkpoint (its own config.yaml is "
+                        "used; overrides still apply, e.g. train.max_steps=6000)")
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value",
+                        help="dotted overrides, e.g. train.max_steps=200 model.layers=2")
+
+
+def draw_showcase(run_dir: RunDir, cfg: TrainConfig) -> None:
+    """The showcase sentences' heatmaps, as the run's best checkpoint translates them."""
+    translator = Translator.from_run(run_dir, device=cfg.device)
+    paths = plotting.draw_showcase_heatmaps(translator, run_dir.heatmaps_dir,
+                                            beam_size=cfg.test_beam_size)
+    say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir}")
+
+
+def train_and_draw(config: Config, resume: Path | None = None) -> tuple[Path, int]:
+    """`translator.training.train`, then (unless train.heatmaps is off) the heatmaps."""
+    run_dir, code = train(config, resume)
+    if code == 0 and config.train.heatmaps and is_main_process():
+        draw_showcase(RunDir(run_dir), config.train)
+    return run_dir, code
+
+
+def run_train(args: argparse.Namespace) -> int:
+    try:
+        if args.resume is not None:
+            config = RunDir.open(args.resume).read_config(args.overrides)
+        else:
+            config = load_config(args.config or DEFAULT_CONFIG, args.overrides)
+        run_dir, code = train_and_draw(config, resume=args.resume)
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(run_dir)
+    return code
+
+
+# ---------------------------------------------------------------- translate
+
+
+def translate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("texts", nargs="*", metavar="TEXT",
+                        help="sentences to translate (default: one a line from --file or "
+                        "standard input)")
+    parser.add_argument("--file", type=Path, help="a UTF-8 file of sentences, one a line")
+    _run_arguments(parser)
+    parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
+    parser.add_argument("--n-best", type=int, default=1,
+                        help="translations per sentence, at most the beam size (default 1)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object a line: source, text, score, tokens, warnings")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png",
+                        help="heatmap of the cross-attention, merged to words (.png or .svg)")
+    parser.add_argument("--plot-heads", type=Path, metavar="FILE.png",
+                        help="a grid of every head of one layer (--layer)")
+    parser.add_argument("--plot-layers", type=Path, metavar="FILE.png",
+                        help="a grid of every layer, heads averaged")
+    parser.add_argument("--layer", type=int, default=None,
+                        help="decoder layer for --plot and --plot-heads (default: "
+                        "translator.alignment.DEFAULT_LAYER; -1 is the last)")
+
+
+def read_inputs(args: argparse.Namespace) -> list[str]:
+    if args.texts and args.file:
+        raise TranslatorError("give texts on the command line or --file, not both")
+    if args.texts:
+        return args.texts
+    if args.file:
+        return read_lines(args.file)
+    if sys.stdin.isatty():
+        print("reading sentences from standard input, one a line (Ctrl-D to end)",
+              file=sys.stderr)
+    return sys.stdin.read().splitlines()
+
+
+def output_line(translation: Translation, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(translation.to_dict(), ensure_ascii=False)
+    if translation.nbest:
+        return "\t".join(t.text for t in translation.nbest)
+    return translation.text
+
+
+def plot_paths(path: Path, count: int) -> list[Path]:
+    """FILE.png for one translation; FILE-1.png, FILE-2.png, ... for several."""
+    if path.suffix.lower() not in plotting.FORMATS:
+        raise TranslatorError(f"cannot tell the image format of {path}; end it in .png or .svg")
+    if count == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{n}{path.suffix}") for n in range(1, count + 1)]
+
+
+def draw_plots(args: argparse.Namespace, translations: list[Translation]) -> None:
+    """The heatmaps asked for, of every non-empty translation; their paths to stderr."""
+    drawn = [t for t in translations if t.attention is not None]
+    for option in PLOT_OPTIONS:
+        path = getattr(args, option)
+        if path is None:
+            continue
+        for t, out in zip(drawn, plot_paths(path, len(drawn))):
+            if option == "plot":
+                words = merge_to_words(select_attention(t.attention, args.layer),
+                                       t.source_pieces, t.target_pieces)
+                plotting.plot_heatmap(words, out, title=describe_view(t.attention, args.layer))
+            elif option == "plot_heads":
+                plotting.plot_heads(t.attention, t.source_pieces, t.target_pieces, args.layer,
+                                    out)
+            else:
+                plotting.plot_layers(t.attention, t.source_pieces, t.target_pieces, out)
+            print(f"wrote {out}", file=sys.stderr)
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    plots = [getattr(args, option) for option in PLOT_OPTIONS if getattr(args, option)]
+    try:
+        for path in plots:
+            plot_paths(path, 1)  # a bad suffix is caught before the translating
+        texts = read_inputs(args)
+        translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        if plots:  # an unknown layer is caught before the translating too
+            resolve_layer(args.layer, translator.model.config.num_decoder_layers)
+        translations = translator.translate(texts, beam_size=args.beam, n_best=args.n_best,
+                                            batch_size=args.batch_size,
+                                            need_attention=bool(plots))
+        for number, translation in enumerate(translations, start=1):
+            for warning in translation.warnings:
+                print(f"warning: input {number}: {warning}", file=sys.stderr)
+            print(output_line(translation, args.json), flush=True)
+        draw_plots(args, translations)
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    _run_arguments(parser)
+    parser.add_argument("--src", type=Path, help="source sentences, one a line")
+    parser.add_argument("--ref", type=Path, help="reference translations, line-aligned")
+    parser.add_argument("--out", type=Path, default=None, help="where to write the hypotheses")
+    parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+
+
+def sources_and_references(args: argparse.Namespace, translator: Translator
+                           ) -> tuple[str, list[str], list[str]]:
+    """(a name for the set, source lines, reference lines)."""
+    if (args.src is None) != (args.ref is None):
+        raise TranslatorError("give both --src and --ref, or neither to use the run's test split")
+    if args.src is None:
+        test = load_splits(translator.config.data).splits["test"]
+        sources, references, name = [p.source for p in test], [p.target for p in test], "test"
+    else:
+        sources, references, name = read_lines(args.src), read_lines(args.ref), args.src.stem
+        if len(sources) != len(references):
+            raise TranslatorError(f"{args.src} has {len(sources)} lines but {args.ref} has "
+                                  f"{len(references)}; they must be line-aligned")
+    if not sources:
+        raise TranslatorError("there are no sentences to evaluate (the source is empty)")
+    return name, sources, references
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    try:
+        translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        name, sources, references = sources_and_references(args, translator)
+        translations = translator.translate(sources, beam_size=args.beam,
+                                            batch_size=args.batch_size, need_attention=False)
+        hypotheses = [t.text for t in translations]
+        out = args.out or translator.run_dir.hypotheses_file(name, args.beam)
+        try:
+            out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        except OSError as error:
+            raise TranslatorError(f"cannot write the hypotheses to {out}: {error.strerror}"
+                                  ) from None
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    scores = corpus_scores(hypotheses, references)
+    if args.json:
+        print(json.dumps({"sentences": len(sources), "beam_size": args.beam,
+                          "hypotheses": str(out), **scores}, ensure_ascii=False))
+        return 0
+    print(f"{len(sources)} sentences, beam {args.beam}; hypotheses in {out}")
+    for metric, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("chrf++", "chrF++")):
+        print(f"{label:<7}{scores[metric]:6.2f}  {scores[metric + '_signature']}")
+    return 0
+
+
+# ---------------------------------------------------------------- align
+
+
+def align_arguments(parser: argparse.ArgumentParser) -> None:
+    _run_arguments(parser, checkpoint=False)
+    parser.add_argument("--src", type=Path, required=True, help="source sentences, one a line")
+    parser.add_argument("--tgt", type=Path, required=True, help="target sentences, line-aligned")
+    parser.add_argument("--layer", type=int, default=None,
+                        help="decoder layer, 0-based, negative from the top (default: "
+                        "translator.alignment.DEFAULT_LAYER)")
+    parser.add_argument("--heads", default=None, help="heads to average, e.g. 0,3 (default: all)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="link every source word with at least this weight instead of "
+                        "the single strongest")
+    parser.add_argument("--gold", type=Path, default=None, help="gold Pharaoh links: print AER")
+    parser.add_argument("--gold-reversed", action="store_true",
+                        help="the gold file's first index is the TARGET word (e.g. WPT-05 "
+                        "en-hi gold for a hi→en model)")
+    parser.add_argument("--checkpoint", default="best", help="best (default) or last")
+
+
+def parse_heads(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(h) for h in text.split(",")]
+    except ValueError:
+        raise AlignmentError(f"--heads {text!r} must be head numbers separated by commas, "
+                             "e.g. 0,3,5") from None
+
+
+def run_align(args: argparse.Namespace) -> int:
+    try:
+        sources, targets = read_lines(args.src), read_lines(args.tgt)
+        if len(sources) != len(targets):
+            raise AlignmentError(f"{args.src} has {len(sources)} lines but {args.tgt} has "
+                                 f"{len(targets)}; the files must be line-aligned")
+        pairs = list(zip(sources, targets))
+        gold = None
+        if args.gold is not None:
+            gold = read_pharaoh(args.gold, reverse=args.gold_reversed)
+            if len(gold) != len(pairs):
+                raise AlignmentError(f"{args.gold} has {len(gold)} lines for {len(pairs)} "
+                                     "sentence pairs; give one line per pair")
+            check_links(gold, pairs, str(args.gold))
+        translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        links = align_pairs(translator.model, translator.tokenizer, pairs, args.layer,
+                            parse_heads(args.heads), args.threshold, translator.device)
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for sentence_links in links:
+        print(format_pharaoh(sentence_links))
+    if gold is not None:
+        aer = alignment_error_rate(links, gold)
+        print(f"AER {aer:.4f} ({len(pairs)} sentence pairs, {sum(map(len, links))} links, "
+              f"{sum(map(len, gold))} gold links)", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- demo
+
+
+def demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--causal", action="store_true",
+                        help="show the 3×3 'UPI payment failed' example under a causal mask")
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    run_demo(causal=args.causal)
+    return 0
+
+
+# ---------------------------------------------------------------- one command
+
+
+# name: (description, arguments, what runs)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                          Callable[[argparse.Namespace], int]]] = {
+    "train": ("Train a Hindi–English Transformer.", train_arguments, run_train),
+    "translate": ("Translate sentences with a trained run.", translate_arguments,
+                  run_translate),
+    "evaluate": ("BLEU, chrF and chrF++ of a trained run.", evaluate_arguments, run_evaluate),
+    "align": ("Word alignments from cross-attention.", align_arguments, run_align),
+    "demo": ("The seeds' worked examples of attention, step by step.", demo_arguments,
+             run_demo_command),
+}
+
+
+def _command_main(name: str, argv: list[str] | None) -> int:
+    description, add_arguments, run = COMMANDS[name]
+    parser = argparse.ArgumentParser(description=description)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def train_main(argv: list[str] | None = None) -> int:
+    return _command_main("train", argv)
+
+
+def translate_main(argv: list[str] | None = None) -> int:
+    return _command_main("translate", argv)
+
+
+def evaluate_main(argv: list[str] | None = None) -> int:
+    return _command_main("evaluate", argv)
+
+
+def align_main(argv: list[str] | None = None) -> int:
+    return _command_main("align", argv)
+
+
+def demo_main(argv: list[str] | None = None) -> int:
+    return _command_main("demo", argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m translator COMMAND ...: the subcommands above under one name."""
+    parser = argparse.ArgumentParser(
+        prog="python -m translator",
+        description="A small Hindi–English Transformer: train it, translate and evaluate "
+        "with it, align words with its attention, and see attention worked by hand.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (description, add_arguments, run) in COMMANDS.items():
+        command = commands.add_parser(name, help=description, description=description)
+        add_arguments(command)
+        command.set_defaults(run=run)
+    args = parser.parse_args(argv)
+    return args.run(args)
