@@ -1,8 +1,9 @@
-"""Which cross-attention aligns words best: AER of every decoder layer and head on WPT-05 hi–en.
+"""Which cross-attention aligns words best, and how it compares with eflomal: AER on WPT-05 hi–en.
 
     python bench/alignment_bench.py --run bench/results/RUN   # score an already-trained run
     python bench/alignment_bench.py --minutes 60              # train one on public data, score it
     python bench/alignment_bench.py --minutes 2 model.layers=2  # config overrides go last
+    python bench/alignment_bench.py --eflomal-only            # only the eflomal baseline
 
 Forced alignment (teacher forcing) of the 30 sentence pairs of ../shared/data/public/
 wpt05_align_dev, pieces merged to words, EOS dropped, one link per target word (the argmax),
@@ -12,13 +13,22 @@ alone; "shifted" takes a word's row from the step where that word is the decoder
 instead of its output (Shift-Att, Chen et al., 2020). Without --run, a model is trained first
 with translator.training.train on every public set plus the embedded corpus's train split and
 the alignment set's own sentence pairs (never its gold links), for --minutes of wall time.
+
+The eflomal baseline (translator.links, needs ``pip install -e '.[align]'``) aligns, without
+supervision, (a) the pairs that training run sees (the public sets + the embedded train split,
+cleaned as training cleans them) and (b) the embedded corpus's three splits alone (what
+scripts/build_corpus.py aligns to ship links), each with the 30 WPT-05 sentence pairs added
+(never their gold links), and scores its forward and reverse links and every symmetrisation.
+eflomal cannot be seeded, so each is run --repeats times: the mean AER and the range.
 Reference points on the full 90-sentence set: fast_align 0.672, efmaral 0.483.
 """
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
@@ -28,12 +38,21 @@ from translator.alignment import (  # noqa: E402
     hard_links,
     merge_to_words,
     piece_words,
-    read_pharaoh,
     teacher_forced_attentions,
 )
 from translator.config import load_config  # noqa: E402
-from translator.data import embedded_corpus_dir  # noqa: E402
+from translator.corpus import SPLITS, read_split  # noqa: E402
+from translator.data import embedded_corpus_dir, load_splits, normalize  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
+from translator.links import (  # noqa: E402
+    SYMMETRIZATIONS,
+    Link,
+    read_pharaoh,
+    run_eflomal_directions,
+    swap,
+    symmetrize,
+    word_counts,
+)
 from translator.training import train  # noqa: E402
 from translator.translate import Translator  # noqa: E402
 
@@ -41,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO.parent / "shared" / "data" / "public"
 ALIGNMENT_SET = "wpt05_align_dev"
 REFERENCES = "fast_align 0.672, efmaral 0.483 (full 90-sentence set)"
+EFLOMAL_VIEWS = ("forward", "reverse", *SYMMETRIZATIONS)
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,6 +72,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--data", type=Path, default=PUBLIC, help="the public data folder")
     parser.add_argument("--output-dir", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    parser.add_argument("--eflomal-only", action="store_true",
+                        help="only the eflomal baseline: no model is trained or scored")
+    parser.add_argument("--no-eflomal", action="store_true", help="skip the eflomal baseline")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="eflomal runs per corpus (it cannot be seeded)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
                         help="config overrides for the training run")
     return parser.parse_args()
@@ -76,32 +101,44 @@ def write_training_tsv(data: Path, path: Path) -> int:
     return len(rows)
 
 
+def training_config(args: argparse.Namespace, train_path: Path):
+    """The config of the bench's training run, reading its pairs from ``train_path``."""
+    return load_config(args.config, [
+        "data.source=files", "data.direction=hi-en", f"data.train_path={train_path}",
+        f"data.dev_path={embedded_corpus_dir() / 'dev.tsv'}", "data.test_path=null",
+        f"train.max_minutes={args.minutes}", "train.max_steps=1000000",
+        f"train.device={args.device}", f"train.output_dir={args.output_dir}",
+        f"train.run_name=alignment-{time.strftime('%Y%m%d-%H%M%S')}", *args.overrides])
+
+
 def train_on_public_data(args: argparse.Namespace) -> Path:
     args.output_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         train_path = Path(folder) / "train.tsv"
         count = write_training_tsv(args.data, train_path)
         print(f"training for {args.minutes:g} minutes on {count:,} pairs ...", file=sys.stderr)
-        config = load_config(args.config, [
-            "data.source=files", "data.direction=hi-en", f"data.train_path={train_path}",
-            f"data.dev_path={embedded_corpus_dir() / 'dev.tsv'}", "data.test_path=null",
-            f"train.max_minutes={args.minutes}", "train.max_steps=1000000",
-            f"train.device={args.device}", f"train.output_dir={args.output_dir}",
-            f"train.run_name=alignment-{time.strftime('%Y%m%d-%H%M%S')}", *args.overrides])
-        run_dir, code = train(config)
+        run_dir, code = train(training_config(args, train_path))
     if code != 0:
         raise TranslatorError(f"training stopped with exit code {code}")
     return run_dir
 
 
-def read_alignment_set(folder: Path, source_side: str) -> tuple[list[tuple[str, str]], list]:
-    """(source, target) pairs in the model's direction and gold links as (source, target)."""
+def read_alignment_set(folder: Path) -> tuple[list[tuple[str, str]], list[list[Link]]]:
+    """The (hindi, english) pairs and their gold links, Hindi-first (the file writes the
+    English word first), checked against the sentences."""
     hindi = (folder / "dev.hi").read_text(encoding="utf-8").splitlines()
     english = (folder / "dev.en").read_text(encoding="utf-8").splitlines()
-    # The gold file's first index is the English word.
-    gold = read_pharaoh(folder / "dev.en-hi.pharaoh", reverse=source_side == "hi")
-    pairs = list(zip(hindi, english)) if source_side == "hi" else list(zip(english, hindi))
-    return pairs, gold
+    gold = read_pharaoh(folder / "dev.en-hi.pharaoh", word_counts(hindi), word_counts(english),
+                        english_first=True)
+    return list(zip(hindi, english)), gold
+
+
+def in_direction(pairs: list[tuple[str, str]], gold: list[list[Link]],
+                 source_side: str) -> tuple[list[tuple[str, str]], list[list[Link]]]:
+    """Pairs as (source, target) and links as (source word, target word) for the model."""
+    if source_side == "hi":
+        return pairs, gold
+    return [(english, hindi) for hindi, english in pairs], [swap(links) for links in gold]
 
 
 def score(attentions, gold, view, shifted: bool = False) -> float:
@@ -121,40 +158,120 @@ def diagonal_links(source_words: int, target_words: int) -> list[tuple[int, int]
             for j in range(target_words)]
 
 
-def report(attentions, gold) -> None:
-    """Print the Markdown tables: layers (heads averaged), all layers, every head."""
+def markdown_table(header: list[str], rows: list[list[str]], align: str = "---:") -> list[str]:
+    """A Markdown table: the first column left-aligned, the others as ``align``."""
+    return ["| " + " | ".join(header) + " |",
+            "| --- |" + f" {align} |" * (len(header) - 1),
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def model_report(attentions, gold) -> list[str]:
+    """The model's Markdown tables: layers (heads averaged), all layers, every head."""
     num_layers, num_heads = attentions[0][0].shape[:2]
-    print("| view | AER | AER, shifted |")
-    print("| --- | ---: | ---: |")
+    rows = []  # view, AER, AER shifted
     layer_scores = []
     for layer in range(num_layers):
         def layer_mean(attention, layer=layer):
             return attention[layer].mean(0)
         layer_scores.append(score(attentions, gold, layer_mean))
-        print(f"| layer {layer}, mean of {num_heads} heads | {layer_scores[-1]:.3f} | "
-              f"{score(attentions, gold, layer_mean, shifted=True):.3f} |")
+        rows.append([f"layer {layer}, mean of {num_heads} heads", f"{layer_scores[-1]:.3f}",
+                     f"{score(attentions, gold, layer_mean, shifted=True):.3f}"])
 
     def everything(attention):
         return attention.mean((0, 1))
-    print(f"| all layers, mean of all heads | {score(attentions, gold, everything):.3f} | "
-          f"{score(attentions, gold, everything, shifted=True):.3f} |")
+    rows.append(["all layers, mean of all heads", f"{score(attentions, gold, everything):.3f}",
+                 f"{score(attentions, gold, everything, shifted=True):.3f}"])
     predicted = [diagonal_links(len(piece_words(s)[0]), len(piece_words(t)[0]))
                  for _, s, t in attentions]
-    print(f"| baseline: the diagonal | {alignment_error_rate(predicted, gold):.3f} | |")
+    rows.append(["baseline: the diagonal", f"{alignment_error_rate(predicted, gold):.3f}", ""])
     head_scores = [[score(attentions, gold, lambda a, layer=layer, head=head: a[layer, head])
                     for head in range(num_heads)] for layer in range(num_layers)]
     best = min((s, layer, head) for layer, row in enumerate(head_scores)
                for head, s in enumerate(row))
-    print(f"| best single head: layer {best[1]} head {best[2]} | {best[0]:.3f} | |")
+    rows.append([f"best single head: layer {best[1]} head {best[2]}", f"{best[0]:.3f}", ""])
+    lines = markdown_table(["view", "AER", "AER, shifted"], rows)
 
-    print("\n| AER per head | " + " | ".join(f"head {h}" for h in range(num_heads)) + " |")
-    print("| --- |" + " ---: |" * num_heads)
-    for layer, row in enumerate(head_scores):
-        print(f"| layer {layer} | " + " | ".join(f"{s:.3f}" for s in row) + " |")
+    lines += ["", *markdown_table(
+        ["AER per head", *(f"head {h}" for h in range(num_heads))],
+        [[f"layer {layer}", *(f"{s:.3f}" for s in row)] for layer, row in enumerate(head_scores)])]
     chosen = min(range(num_layers), key=layer_scores.__getitem__)
-    print(f"\nlowest AER of the head averages: layer {chosen} ({layer_scores[chosen]:.3f}), "
-          f"DEFAULT_LAYER = {chosen - num_layers} counting from the top. Reference points: "
-          f"{REFERENCES}.")
+    lines.append(f"\nlowest AER of the head averages: layer {chosen} "
+                 f"({layer_scores[chosen]:.3f}), DEFAULT_LAYER = {chosen - num_layers} counting "
+                 f"from the top. Reference points: {REFERENCES}.")
+    return lines
+
+
+# ---------------------------------------------------------------- the eflomal baseline
+
+
+@dataclass
+class AlignerCorpus:
+    """Sentence pairs eflomal aligns (the WPT-05 pairs are added after them)."""
+
+    name: str
+    pairs: list[tuple[str, str]]  # (hindi, english)
+    strip_punctuation: bool = True  # see translator.links.aligner_words
+
+
+def model_training_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(hindi, english): the pairs the bench's training run sees, cleaned as it cleans them
+    (without the WPT-05 pairs, which the baseline adds itself)."""
+    with tempfile.TemporaryDirectory() as folder:
+        train_path = Path(folder) / "train.tsv"
+        write_training_tsv(args.data, train_path)
+        config = training_config(args, train_path)
+        pairs = load_splits(config.data).splits["train"]
+    hindi_first = config.data.direction == "hi-en"
+    return [(p.source, p.target) if hindi_first else (p.target, p.source) for p in pairs]
+
+
+def aligner_corpora(args: argparse.Namespace, wpt: list[tuple[str, str]]) -> list[AlignerCorpus]:
+    """What the baseline aligns; add a corpus here to add a column."""
+    held_out = {(normalize(hindi), normalize(english)) for hindi, english in wpt}
+    public = [pair for pair in model_training_pairs(args) if pair not in held_out]
+    embedded = [(h, e) for split in SPLITS for h, e, _ in read_split(split)]
+    return [
+        AlignerCorpus("public sets + embedded train", public),
+        AlignerCorpus("embedded corpus (what build_corpus.py aligns)", embedded),
+        AlignerCorpus("embedded corpus, punctuation left on the words", embedded, False),
+    ]
+
+
+def eflomal_scores(corpus: AlignerCorpus, wpt: list[tuple[str, str]], gold,
+                   repeats: int) -> dict[str, list[float]]:
+    """AER of every view of eflomal's links of the WPT-05 pairs, one per repeat."""
+    scores: dict[str, list[float]] = {view: [] for view in EFLOMAL_VIEWS}
+    pairs = corpus.pairs + wpt
+    for repeat in range(repeats):
+        started = time.perf_counter()
+        forward, reverse = run_eflomal_directions(
+            [h for h, _ in pairs], [e for _, e in pairs],
+            strip_punctuation=corpus.strip_punctuation)
+        forward, reverse = forward[-len(wpt):], reverse[-len(wpt):]
+        print(f"eflomal on {corpus.name} ({len(pairs):,} pairs), run {repeat + 1}: "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+        scores["forward"].append(alignment_error_rate(forward, gold))
+        scores["reverse"].append(alignment_error_rate(reverse, gold))
+        for method in SYMMETRIZATIONS:
+            links = [symmetrize(f, r, method) for f, r in zip(forward, reverse)]
+            scores[method].append(alignment_error_rate(links, gold))
+    return scores
+
+
+def eflomal_report(args: argparse.Namespace, folder: Path) -> list[str]:
+    """The baseline's table: one row per view, one column per aligned corpus."""
+    wpt, gold = read_alignment_set(folder)
+    corpora = aligner_corpora(args, wpt)
+    columns = [eflomal_scores(corpus, wpt, gold, args.repeats) for corpus in corpora]
+    names = {"forward": "forward alone (each English word → ≤ 1 Hindi word)",
+             "reverse": "reverse alone (each Hindi word → ≤ 1 English word)"}
+    rows = [[names.get(view, view),
+             *(f"{statistics.mean(c[view]):.3f} ({min(c[view]):.3f}–{max(c[view]):.3f})"
+               for c in columns)] for view in EFLOMAL_VIEWS]
+    header = ["eflomal links", *(f"{c.name}, {len(c.pairs):,} + {len(wpt)} pairs"
+                                 for c in corpora)]
+    return [f"## eflomal baseline: AER on the {len(wpt)} pairs of {ALIGNMENT_SET}, mean of "
+            f"{args.repeats} runs (min–max)\n", *markdown_table(header, rows)]
 
 
 def main() -> int:
@@ -164,25 +281,35 @@ def main() -> int:
         print(f"skipped: {folder} is absent; this benchmark needs the public data in "
               "../shared/data/public (pass --data DIR if it lives elsewhere).")
         return 0
+    sections = []
     try:
-        run_dir = args.run or train_on_public_data(args)
-        translator = Translator.from_run(run_dir, device=args.device)
-        direction = translator.direction
-        pairs, gold = read_alignment_set(folder, direction.split("-")[0])
-        attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
-                                               translator.device)
+        if not args.eflomal_only:
+            sections.append(model_section(args, folder))
+        if not args.no_eflomal:
+            sections.append(eflomal_report(args, folder))
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    report = "\n\n".join("\n".join(lines) for lines in sections)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "alignment.md").write_text(report + "\n", encoding="utf-8")
+    print(report)
+    return 0
+
+
+def model_section(args: argparse.Namespace, folder: Path) -> list[str]:
+    """Train (or load) the run and score its cross-attention."""
+    run_dir = args.run or train_on_public_data(args)
+    translator = Translator.from_run(run_dir, device=args.device)
+    direction = translator.direction
+    pairs, gold = in_direction(*read_alignment_set(folder), direction.split("-")[0])
+    attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
+                                           translator.device)
     for (source, _), (_, source_pieces, _) in zip(pairs, attentions):
         if len(source.split()) != len(piece_words(source_pieces)[0]):
-            print(f"error: the pieces of {source!r} do not spell its words", file=sys.stderr)
-            return 1
-
-    print(f"## Attention alignment: {run_dir}, {direction}, {len(pairs)} sentence pairs of "
-          f"{ALIGNMENT_SET}\n")
-    report(attentions, gold)
-    return 0
+            raise TranslatorError(f"the pieces of {source!r} do not spell its words")
+    return [f"## Attention alignment: {run_dir}, {direction}, {len(pairs)} sentence pairs of "
+            f"{ALIGNMENT_SET}\n", *model_report(attentions, gold)]
 
 
 if __name__ == "__main__":

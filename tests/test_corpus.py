@@ -1,6 +1,7 @@
 """The embedded corpus: well-formed, disjoint splits, showcase sentences held out, showcase
-words covered, and the data card's numbers current."""
+words covered, the data card's numbers current, and word links for every pair."""
 
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -8,14 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from translator.alignment import piece_words
 from translator.corpus import (
     CORPUS_DIR,
     SHOWCASE,
     SPLITS,
     count_occurrences,
+    links_path,
     read_split,
+    read_split_links,
     statistics_table,
 )
+from translator.errors import TranslatorError
+from translator.links import LinksError
+from translator.tokenizer import Tokenizer, TokenizerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT.parent / "shared" / "data" / "public"
@@ -89,3 +96,51 @@ def test_no_pair_is_copied_from_the_public_sets(splits):
             pair = (" ".join(unicodedata.normalize("NFC", hindi).split()),
                     " ".join(english.split()))
             assert pair not in ours, f"{hindi_file.parent.name}: {pair}"
+
+
+def test_read_split_ends_lines_only_at_newline(tmp_path):
+    # U+2028 and U+0085 inside a sentence: str.splitlines would cut the line there.
+    (tmp_path / "train.tsv").write_text("एक\u2028दो\tone\u0085two\tx\nतीन\tthree\ty\n",
+                                        encoding="utf-8")
+    assert read_split("train", tmp_path) == [("एक\u2028दो", "one\u0085two", "x"),
+                                             ("तीन", "three", "y")]
+    (tmp_path / "dev.tsv").write_text("एक\tone\tx\nदो\ttwo\n", encoding="utf-8")
+    with pytest.raises(TranslatorError, match=r"dev.tsv line 2 has 2 fields"):
+        read_split("dev", tmp_path)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_shipped_links_match_the_split_line_for_line(splits, split):
+    links = read_split_links(split)  # raises on a line count or index mismatch
+    rows = splits[split]
+    assert len(links) == len(rows)
+    english_words = sum(len(english.split()) for _, english, _ in rows)
+    linked_english = sum(len({j for _, j in line}) for line in links)
+    assert sum(bool(line) for line in links) >= 0.99 * len(rows)
+    assert linked_english >= 0.6 * english_words  # links, not a few stray points
+
+
+def test_link_check_fails_on_a_stale_file(tmp_path):
+    shutil.copy(CORPUS_DIR / "dev.tsv", tmp_path / "dev.tsv")
+    lines = links_path("dev").read_text(encoding="utf-8").split("\n")
+    (tmp_path / "dev.align").write_text("\n".join(lines[1:]), encoding="utf-8")  # one short
+    with pytest.raises(LinksError, match="dev.align has 459 lines but the corpus has 460"):
+        read_split_links("dev", tmp_path)
+    shifted = "\n".join(["0-0", *lines])  # one line too many at the top
+    (tmp_path / "dev.align").write_text(shifted, encoding="utf-8")
+    with pytest.raises(LinksError, match="dev.align"):
+        read_split_links("dev", tmp_path)
+
+
+def test_pieces_spell_the_whitespace_words_the_links_index(tmp_path, splits):
+    """Links index whitespace words of the stored text; the trainer maps them to pieces with
+    piece_words, so the words the pieces form must be exactly those words."""
+    train = splits["train"]
+    tokenizer = Tokenizer.train(TokenizerConfig(vocab_size=1000), [h for h, _, _ in train],
+                                [e for _, e, _ in train], tmp_path)
+    for rows in splits.values():
+        for hindi, english, _ in rows:
+            pieces = tokenizer.source_pieces(tokenizer.encode_source(hindi))
+            assert piece_words(pieces)[0] == hindi.split()
+            pieces = tokenizer.target_pieces(tokenizer.encode_target(english))
+            assert piece_words(pieces)[0] == english.split()

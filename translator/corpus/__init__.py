@@ -1,5 +1,7 @@
 """The embedded Hindi–English corpus: hand-written pairs in 14 domains, shipped with the
-package as fixed train/dev/test splits (``hindi<TAB>english<TAB>domain``, one pair a line).
+package as fixed train/dev/test splits (``hindi<TAB>english<TAB>domain``, one pair a line),
+each with its word alignment links (``SPLIT.align``, Pharaoh, Hindi word first; written by
+eflomal through scripts/build_corpus.py).
 
 The seed chapters' showcase sentences live here too: they are kept out of every split so that
 what the model does with them shows what it learned, not what it memorised.
@@ -9,8 +11,10 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import Counter
 from pathlib import Path
+
+from translator.errors import TranslatorError
+from translator.links import Link, read_pharaoh, word_counts
 
 CORPUS_DIR = Path(__file__).resolve().parent
 SPLITS = ("train", "dev", "test")
@@ -34,13 +38,36 @@ SHOWCASE_WORDS_EN = ["mechanic", "scooter", "petrol", "leaking", "UPI", "payment
 
 
 def read_split(split: str, directory: Path = CORPUS_DIR) -> list[tuple[str, str, str]]:
-    """(hindi, english, domain) triples of one split."""
+    """(hindi, english, domain) triples of one split.
+
+    Only '\\n' ends a line, as in translator.data: str.splitlines (and text-mode reading) would
+    also split at U+2028, U+0085 or a lone '\\r', and misalign the split with its links."""
     path = directory / f"{split}.tsv"
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final line ending
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        hindi, english, domain = line.split("\t")
+    for number, line in enumerate(lines, start=1):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) != 3:
+            raise TranslatorError(f"{path} line {number} has {len(fields)} fields; each line "
+                                  "must be hindi<TAB>english<TAB>domain")
+        hindi, english, domain = fields
         rows.append((hindi, english, domain))
     return rows
+
+
+def links_path(split: str, directory: Path = CORPUS_DIR) -> Path:
+    """The split's word alignment links: a Pharaoh file beside its TSV (see translator.links)."""
+    return directory / f"{split}.align"
+
+
+def read_split_links(split: str, directory: Path = CORPUS_DIR) -> list[list[Link]]:
+    """The Hindi-first word links of each pair of one split, checked line by line against the
+    split's sentences (one line per pair, every index inside its sentence)."""
+    rows = read_split(split, directory)
+    return read_pharaoh(links_path(split, directory), word_counts(h for h, _, _ in rows),
+                        word_counts(e for _, e, _ in rows))
 
 
 def is_close_to_showcase(hindi: str, english: str) -> bool:
@@ -102,7 +129,3 @@ def statistics_table(directory: Path = CORPUS_DIR) -> str:
     for word, count in count_occurrences(splits["train"]).items():
         out.append(f"| {word} | {count} |")
     return "\n".join(out) + "\n"
-
-
-def domain_counts(rows: list[tuple[str, str, str]]) -> Counter[str]:
-    return Counter(domain for _, _, domain in rows)

@@ -1,0 +1,300 @@
+"""Word alignment links between Hindi and English sentences: Pharaoh files, symmetrisation,
+the eflomal aligner, and the map from word links to SentencePiece-piece links.
+
+The convention, everywhere in this module and in every link file it reads or writes: a link
+``(i, j)``, written ``i-j`` in a Pharaoh line, joins Hindi word ``i`` to English word ``j``,
+both 0-based, words being the whitespace-separated words of the sentence as stored (already
+normalised). Links are Hindi-first whatever the model's direction; `swap` turns them around
+for an English → Hindi model. A Pharaoh file has one line per sentence pair, in the corpus's
+order; an empty line is a pair without links.
+
+eflomal (Östling & Tiedemann 2016; GPL-3.0, an optional extra: ``pip install -e '.[align]'``)
+is used as a tool through its Python API, never copied. It aligns in two directions:
+*forward* links each English word to at most one Hindi word, *reverse* links each Hindi word
+to at most one English word; `symmetrize` combines the two with the heuristics of Koehn, Och
+and Marcu (2003) as the Moses manual describes them (see `SYMMETRIZATIONS`). eflomal's sampler
+seeds itself from /dev/urandom and has no seed option, so two runs give slightly different
+links.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tempfile
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from translator.errors import TranslatorError
+
+Link = tuple[int, int]  # (Hindi word, English word), 0-based; or (source, target) piece links
+
+# intersection: links both directions agree on (precise, sparse); union: every link of
+# either (dense, noisy); grow-diag: the intersection grown into neighbouring (also diagonal)
+# union links that align a still-unaligned word; -final: then every remaining directional
+# link with a still-unaligned word on either side; -final-and: only where both are unaligned.
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
+# Chosen by measurement: the lowest AER on the 30 WPT-05 pairs for eflomal on the embedded
+# corpus (0.567 against 0.572 grow-diag-final, 0.577 union, 0.582 grow-diag, 0.610
+# intersection) and on the public sets + embedded train (0.439; 0.444 to 0.477), mean of 5
+# runs each (python bench/alignment_bench.py --eflomal-only --repeats 5, 2026-12-01).
+DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
+INSTALL_HINT = "pip install -e '.[align]'"
+
+_LINK = re.compile(r"([0-9]+)-([0-9]+)")
+_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+class LinksError(TranslatorError):
+    """Word links cannot be read, written or computed as asked; the message says why."""
+
+
+# ---------------------------------------------------------------- Pharaoh files
+
+
+def word_counts(sentences: Iterable[str]) -> list[int]:
+    """The number of whitespace words of each sentence."""
+    return [len(sentence.split()) for sentence in sentences]
+
+
+def swap(links: Iterable[Link]) -> list[Link]:
+    """(i, j) → (j, i), sorted: Hindi-first links as English-first ones, or back."""
+    return sorted((j, i) for i, j in links)
+
+
+def format_line(links: Iterable[Link]) -> str:
+    """One Pharaoh line, 'i-j i-j ...', links sorted and each once."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(set(links)))
+
+
+def parse_line(line: str, hindi_words: int, english_words: int, where: str = "input",
+               english_first: bool = False) -> list[Link]:
+    """The Hindi-first links of one Pharaoh line, sorted and each once, checked against the
+    pair's word counts. ``english_first``: the line writes English word first (as WPT-05's
+    gold does); the links are swapped to Hindi-first."""
+    links = set()
+    for item in line.split():
+        match = _LINK.fullmatch(item)
+        if not match:
+            raise LinksError(f"{where}: {item!r} is not a Pharaoh link; write links as i-j with "
+                             "0-based word numbers, separated by spaces")
+        first, second = int(match.group(1)), int(match.group(2))
+        i, j = (second, first) if english_first else (first, second)
+        if i >= hindi_words or j >= english_words:
+            order = "English word first" if english_first else "Hindi word first"
+            raise LinksError(f"{where}: link {item} points past the pair's {hindi_words} Hindi "
+                             f"and {english_words} English words (0-based, {order}); is the "
+                             "file for these sentences, in this order?")
+        links.add((i, j))
+    return sorted(links)
+
+
+def read_pharaoh(path: str | Path, hindi_words_per_line: Sequence[int],
+                 english_words_per_line: Sequence[int],
+                 english_first: bool = False) -> list[list[Link]]:
+    """One sorted list of Hindi-first links per line of the Pharaoh file at ``path``.
+
+    The file must have one line per sentence pair (``len(hindi_words_per_line)``), and every
+    link must fall inside its pair's words (`word_counts` of each side gives the counts).
+    Only '\\n' ends a line, as for the corpus files."""
+    path = Path(path)
+    if len(hindi_words_per_line) != len(english_words_per_line):
+        raise LinksError(f"{len(hindi_words_per_line)} Hindi but {len(english_words_per_line)} "
+                         "English word counts; give one of each per sentence pair")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise LinksError(f"cannot read the link file {path}; check the path and that it is "
+                         "UTF-8 text") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final line ending
+    if len(lines) != len(hindi_words_per_line):
+        raise LinksError(f"{path} has {len(lines)} lines but the corpus has "
+                         f"{len(hindi_words_per_line)} sentence pairs; a link file needs one "
+                         "line per pair, in the same order")
+    return [parse_line(line.rstrip("\r"), hindi, english, f"{path} line {number}", english_first)
+            for number, (line, hindi, english)
+            in enumerate(zip(lines, hindi_words_per_line, english_words_per_line), start=1)]
+
+
+def write_pharaoh(path: str | Path, links_per_line: Iterable[Iterable[Link]]) -> None:
+    """Write one Pharaoh line per sentence pair (Hindi word first)."""
+    text = "".join(format_line(links) + "\n" for links in links_per_line)
+    Path(path).write_text(text, encoding="utf-8")
+
+
+# ---------------------------------------------------------------- symmetrisation
+
+
+def symmetrize(forward: Iterable[Link], reverse: Iterable[Link],
+               method: str = DEFAULT_SYMMETRIZATION) -> list[Link]:
+    """One sentence pair's links from its two directional alignments, sorted.
+
+    Written from the description of Koehn et al. (2003) and the Moses manual: start from the
+    intersection; grow-diag then sweeps the words in order (Hindi word i, then English word
+    j), and for every link (i, j) of the alignment adds each of its eight neighbours that is
+    in the union and has its Hindi or its English word still unaligned, repeating sweeps until
+    nothing is added; -final then adds, in order, forward links and then reverse links whose
+    Hindi or English word is still unaligned (-final-and: both)."""
+    if method not in SYMMETRIZATIONS:
+        raise LinksError(f"unknown symmetrisation {method!r}; use one of: "
+                         f"{', '.join(SYMMETRIZATIONS)}")
+    forward, reverse = set(forward), set(reverse)
+    if method == "intersection":
+        return sorted(forward & reverse)
+    if method == "union":
+        return sorted(forward | reverse)
+    alignment: set[Link] = set()
+    row_links: dict[int, set[int]] = {}  # Hindi word -> the English words it is linked to
+    hindi_aligned: set[int] = set()
+    english_aligned: set[int] = set()
+
+    def add(link: Link) -> None:
+        alignment.add(link)
+        row_links.setdefault(link[0], set()).add(link[1])
+        hindi_aligned.add(link[0])
+        english_aligned.add(link[1])
+
+    for link in forward & reverse:
+        add(link)
+    union = forward | reverse
+    rows = max((i for i, _ in union), default=-1) + 1
+    added = True
+    while added:  # one sweep over the grid, row by row, each row left to right
+        added = False
+        for i in range(rows):
+            j = -1
+            while True:  # the next link of row i, including links this sweep just added
+                later = [col for col in row_links.get(i, ()) if col > j]
+                if not later:
+                    break
+                j = min(later)
+                for di, dj in _NEIGHBOURS:
+                    link = (i + di, j + dj)
+                    if link in union and link not in alignment and (
+                            link[0] not in hindi_aligned or link[1] not in english_aligned):
+                        add(link)
+                        added = True
+    if method == "grow-diag":
+        return sorted(alignment)
+    both = method == "grow-diag-final-and"
+    for directional in (forward, reverse):
+        for link in sorted(directional - alignment):
+            hindi_free, english_free = link[0] not in hindi_aligned, link[1] not in english_aligned
+            if (hindi_free and english_free) if both else (hindi_free or english_free):
+                add(link)
+    return sorted(alignment)
+
+
+# ---------------------------------------------------------------- eflomal
+
+
+def _eflomal():
+    try:
+        return importlib.import_module("eflomal")
+    except ImportError:
+        raise LinksError("the eflomal word aligner is not installed; install it with "
+                         f"{INSTALL_HINT} (or give a Pharaoh file of links instead)") from None
+
+
+def aligner_words(sentence: str) -> str:
+    """The sentence as the aligner sees it: each whitespace word without the punctuation at
+    its ends ("है।" → "है", "evening." → "evening"; a word of punctuation only stays), so
+    that word positions are unchanged but "है।" and "है" count as one word. eflomal
+    lower-cases by itself."""
+    return " ".join(_strip_punctuation(word) for word in sentence.split())
+
+
+def _strip_punctuation(word: str) -> str:
+    start, end = 0, len(word)
+    while start < end and unicodedata.category(word[start]).startswith("P"):
+        start += 1
+    while end > start and unicodedata.category(word[end - 1]).startswith("P"):
+        end -= 1
+    return word[start:end] or word
+
+
+def run_eflomal_directions(
+    hindi_sentences: Sequence[str], english_sentences: Sequence[str], *,
+    samplers: int = 3, iterations: float = 1.0, strip_punctuation: bool = True,
+    quiet: bool = True,
+) -> tuple[list[list[Link]], list[list[Link]]]:
+    """eflomal's forward and reverse links (both Hindi-first), one list per sentence pair.
+
+    ``samplers`` independent samplers are averaged (eflomal's default: 3); ``iterations``
+    scales eflomal's automatic iteration counts; ``strip_punctuation`` gives eflomal the
+    `aligner_words` of each sentence instead of its words as they are. A pair with an empty
+    side gets no links."""
+    if len(hindi_sentences) != len(english_sentences):
+        raise LinksError(f"{len(hindi_sentences)} Hindi but {len(english_sentences)} English "
+                         "sentences; give them as line-aligned pairs")
+    eflomal = _eflomal()
+    usable = [n for n, (h, e) in enumerate(zip(hindi_sentences, english_sentences))
+              if h.split() and e.split()]
+    forward: list[list[Link]] = [[] for _ in hindi_sentences]
+    reverse: list[list[Link]] = [[] for _ in hindi_sentences]
+    if not usable:
+        return forward, reverse
+    words = aligner_words if strip_punctuation else (lambda sentence: " ".join(sentence.split()))
+    hindi = [words(hindi_sentences[n]) + "\n" for n in usable]
+    english = [words(english_sentences[n]) + "\n" for n in usable]
+    aligner = eflomal.Aligner(n_samplers=samplers, rel_iterations=iterations)
+    with tempfile.TemporaryDirectory(prefix="eflomal-") as folder:
+        forward_path, reverse_path = Path(folder) / "forward", Path(folder) / "reverse"
+        aligner.align(hindi, english, links_filename_fwd=str(forward_path),
+                      links_filename_rev=str(reverse_path), quiet=quiet)
+        hindi_counts, english_counts = word_counts(hindi), word_counts(english)
+        # eflomal writes both directions source (here: Hindi) first.
+        for links, path in ((forward, forward_path), (reverse, reverse_path)):
+            for n, line in zip(usable, read_pharaoh(path, hindi_counts, english_counts)):
+                links[n] = line
+    return forward, reverse
+
+
+def run_eflomal(
+    hindi_sentences: Sequence[str], english_sentences: Sequence[str],
+    method: str = DEFAULT_SYMMETRIZATION, *,
+    samplers: int = 3, iterations: float = 1.0, strip_punctuation: bool = True,
+    quiet: bool = True,
+) -> list[list[Link]]:
+    """Hindi-first word links of each sentence pair: eflomal run forward and reverse on all
+    the pairs together (unsupervised), then symmetrised with ``method``."""
+    if method not in SYMMETRIZATIONS:
+        raise LinksError(f"unknown symmetrisation {method!r}; use one of: "
+                         f"{', '.join(SYMMETRIZATIONS)}")
+    forward, reverse = run_eflomal_directions(hindi_sentences, english_sentences,
+                                              samplers=samplers, iterations=iterations,
+                                              strip_punctuation=strip_punctuation, quiet=quiet)
+    return [symmetrize(f, r, method) for f, r in zip(forward, reverse)]
+
+
+# ---------------------------------------------------------------- words → pieces
+
+
+def piece_links(word_links: Iterable[Link], source_word_of_piece: Sequence[int],
+                target_word_of_piece: Sequence[int]) -> list[Link]:
+    """(source piece, target piece) links, sorted, from (source word, target word) links.
+
+    ``*_word_of_piece[p]`` is the word index of piece p of that side (what
+    `translator.alignment.piece_words` returns second). Every piece of a target word is linked
+    to every piece of each source word linked to that word; a target word without links gets
+    none (leave it out of an alignment loss). Give the links in the model's direction: for
+    English → Hindi, ``swap`` the Hindi-first links first."""
+    source_pieces: dict[int, list[int]] = {}
+    for piece, word in enumerate(source_word_of_piece):
+        source_pieces.setdefault(word, []).append(piece)
+    target_pieces: dict[int, list[int]] = {}
+    for piece, word in enumerate(target_word_of_piece):
+        target_pieces.setdefault(word, []).append(piece)
+    links = set()
+    for source_word, target_word in word_links:
+        if source_word not in source_pieces or target_word not in target_pieces:
+            raise LinksError(f"word link {source_word}-{target_word} points past the "
+                             f"{len(source_pieces)} source and {len(target_pieces)} target words "
+                             "the pieces spell; are the links for this sentence pair, in the "
+                             "model's direction?")
+        links.update((s, t) for s in source_pieces[source_word]
+                     for t in target_pieces[target_word])
+    return sorted(links)
