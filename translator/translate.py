@@ -279,9 +279,10 @@ class Translator:
         self.to(device)
 
     @classmethod
-    def from_run(cls, run_dir: str | Path | None = None, checkpoint: str = "best",
+    def from_run(cls, run_dir: str | Path | RunDir | None = None, checkpoint: str = "best",
                  device: str = "auto") -> Translator:
-        """Load a run folder written by training (None: the newest run under runs/)."""
+        """Load a run folder written by training (None: the newest run under runs/) with its
+        ``checkpoint`` ("best", which falls back to "last"; "last"; "step-N"; a .pt file)."""
         run = RunDir.find(run_dir)
         config = run.read_config()
         tokenizer = Tokenizer.load(run.tokenizer_dir)
