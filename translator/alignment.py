@@ -29,7 +29,7 @@ from torch import Tensor
 from translator.batching import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
-from translator.tokenizer import Tokenizer
+from translator.tokenizer import Tokenizer, piece_words
 from translator.translate import evaluating, translate
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
@@ -98,27 +98,6 @@ def describe_view(attention: Tensor, layer: int | None = None,
 
 
 # ---------------------------------------------------------------- pieces → words
-
-_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
-def piece_words(pieces: Sequence[str]) -> tuple[list[str], list[int]]:
-    """The whitespace words the pieces spell, and for each piece the index of its word.
-
-    A piece starting with "▁" starts a word (so does the first piece); byte pieces
-    ("<0xE2>") are turned back into the bytes they stand for."""
-    words: list[bytearray] = []
-    word_of_piece = []
-    for i, piece in enumerate(pieces):
-        if piece.startswith("▁") or i == 0:
-            words.append(bytearray())
-        byte = _BYTE_PIECE.fullmatch(piece)
-        words[-1] += bytes([int(byte.group(1), 16)]) if byte else piece.encode("utf-8")
-        word_of_piece.append(len(words) - 1)
-    texts = [w.decode("utf-8", errors="replace") for w in words]
-    # A word that is only "▁" (a model babbling word starts) keeps it, to stay visible.
-    return [t.replace("▁", "") or t for t in texts], word_of_piece
-
 
 @dataclass
 class WordAlignment:

@@ -127,6 +127,9 @@ class Batch:
     target_input: torch.Tensor  # [B, T] bos + target ids (what the decoder reads)
     target_output: torch.Tensor  # [B, T] target ids + eos (what it must predict)
     num_target_tokens: int  # non-pad positions in target_output, to normalise the loss
+    # [B, T, S] guided-alignment targets: row t is the distribution over source positions
+    # that target position t should attend to (all zero where the pair has no links)
+    alignment: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         return Batch(
@@ -134,6 +137,7 @@ class Batch:
             self.target_input.to(device),
             self.target_output.to(device),
             self.num_target_tokens,
+            None if self.alignment is None else self.alignment.to(device),
         )
 
 
@@ -161,3 +165,18 @@ def make_batch(
     target_output = pad([[*ids, eos_id] for ids in target_ids], pad_id)
     num_target_tokens = sum(len(ids) + 1 for ids in target_ids)
     return Batch(source, target_input, target_output, num_target_tokens)
+
+
+
+def alignment_targets(piece_links: list[list[tuple[int, int]] | None], target_len: int,
+                      source_len: int) -> torch.Tensor:
+    """[B, target_len, source_len] attention targets from each row's (source piece, target
+    piece) links: a target piece linked to n source pieces puts 1/n on each of them; pieces
+    without links (and rows given None) stay all zero and are left out of the loss."""
+    targets = torch.zeros(len(piece_links), target_len, source_len)
+    for row, links in enumerate(piece_links):
+        for source, target in links or ():
+            if source < source_len and target < target_len:
+                targets[row, target, source] = 1.0
+    counts = targets.sum(-1, keepdim=True)
+    return targets / counts.clamp_min(1.0)

@@ -52,6 +52,10 @@ class DataConfig:
     dev_path: str | None = None  # optional: no dev split when None
     test_path: str | None = None  # optional: no test split when None
     format: str = "auto"  # "auto" (by extension) | "text" | "tsv" | "jsonl" | "parquet"
+    # word links for guided alignment (train.alignment_weight > 0): a Pharaoh file with one
+    # line per raw train row, "i-j" = Hindi word i, English word j (0-based). None: the
+    # embedded corpus ships its own; other sources run eflomal (pip install -e '.[align]')
+    train_alignment_path: str | None = None
     # normalisation and filters
     normalize_nukta: bool = False  # fold loanword nukta letters (ज़ -> ज) on the Hindi side
     max_words: int = 80  # train pairs with more words on either side are dropped; 0 = no limit
@@ -79,7 +83,9 @@ class ModelConfig:
     layers: int = 3  # encoder layers (and decoder layers unless decoder_layers is set)
     decoder_layers: int | None = None  # decoder depth; None means the same as `layers`
     d_ff: int = 1024  # inner width of the position-wise feed-forward network
-    dropout: float = 0.1  # on embeddings, sub-layer outputs and attention weights
+    dropout: float = 0.1  # on embeddings and sub-layer outputs (and the two below if None)
+    attention_dropout: float | None = None  # on attention weights; None: same as dropout
+    activation_dropout: float | None = None  # after the FFN's ReLU; None: same as dropout
     norm: str = "pre"  # "pre": LayerNorm before each sub-layer (stable); "post": the paper's
     share_embeddings: bool = True  # one embedding for source and target (joint vocabulary)
     max_positions: int = 1024  # longest sequence the positional table covers
@@ -90,10 +96,24 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.norm not in ("pre", "post"):
             raise ValueError(f"model.norm must be 'pre' or 'post', not {self.norm!r}")
+        for name in ("d_model", "heads", "layers", "decoder_layers", "d_ff", "max_positions"):
+            size = getattr(self, name)
+            if size is not None and size < 1:
+                raise ValueError(f"model.{name} must be at least 1, not {size}")
         if self.d_model % self.heads != 0:
             raise ValueError(f"model.d_model ({self.d_model}) must be divisible by model.heads")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.dropout must be at least 0 and below 1, not {self.dropout}")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            rate = getattr(self, name)
+            if rate is not None and not 0.0 <= rate < 1.0:
+                raise ValueError(f"model.{name} must be at least 0 and below 1, not {rate}")
+
+    @property
+    def attention_dropout_rate(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def activation_dropout_rate(self) -> float:
+        return self.dropout if self.activation_dropout is None else self.activation_dropout
 
     @property
     def num_decoder_layers(self) -> int:
@@ -118,11 +138,23 @@ class TrainConfig:
     batch_tokens: int = 4096  # padded source+target tokens per batch (per process)
     accumulate: int = 1  # batches whose gradients are summed into one optimiser step
     learning_rate: float = 1e-3  # peak learning rate, reached at the end of warm-up
-    warmup_steps: int = 400  # linear warm-up, then decay ∝ 1/√step (Vaswani et al.)
+    warmup_steps: int = 400  # linear warm-up to the peak learning rate
+    # after warm-up: "inverse_sqrt" decays ∝ 1/√step (Vaswani et al.); "linear" holds the
+    # peak until decay_start, then falls linearly to zero at the end of the budget (Li et al.
+    # 2020, "Budgeted Training"): the last step, or the time limit when max_minutes is set
+    schedule: str = "inverse_sqrt"
+    decay_start: float = 0.0  # linear: the share of the budget spent at the peak
     adam_betas: list[float] | None = None  # None: (0.9, 0.98), the paper's
     weight_decay: float = 0.0  # AdamW's decoupled weight decay
     label_smoothing: float = 0.1  # ε_ls of the paper
     clip_norm: float = 1.0  # clip the gradient norm to this; 0 turns clipping off
+    word_dropout: float = 0.0  # share of source pieces replaced by <unk> in training batches
+    average_last: int = 0  # ≥ 2: average the weights of the last N validations at the end
+    # guided alignment (Garg et al. 2019): λ · cross-entropy between one decoder layer's
+    # cross-attention and the word-alignment links of the pair (0 turns it off)
+    alignment_weight: float = 0.0
+    alignment_layer: int = -2  # the supervised decoder layer (Python index)
+    alignment_head: int = -1  # the supervised head of that layer; -1: the mean of its heads
     log_every: int = 50  # steps between metric lines in metrics.jsonl
     eval_every: int = 500  # steps between validations (dev loss, BLEU, chrF)
     eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all)
@@ -140,6 +172,15 @@ class TrainConfig:
             raise ValueError("early_stopping_metric must be chrf, bleu or loss")
         if self.max_steps < 1 or self.batch_tokens < 1 or self.accumulate < 1:
             raise ValueError("max_steps, batch_tokens and accumulate must be at least 1")
+        for name in ("log_every", "eval_every", "keep_best", "test_beam_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.schedule not in ("inverse_sqrt", "linear"):
+            raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
+        if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
+            raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
+        if self.alignment_weight < 0 or self.average_last < 0:
+            raise ValueError("alignment_weight and average_last must not be negative")
 
 
 # ---------------------------------------------------------------- the whole config

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from translator.config import DataConfig
-from translator.corpus import SPLITS
+from translator.corpus import SPLITS, read_split, read_split_links
 from translator.errors import TranslatorError
+from translator.links import Link, LinksError, read_pharaoh, run_eflomal, word_counts
 
 log = logging.getLogger(__name__)
 
@@ -443,6 +444,8 @@ def load_splits(cfg: DataConfig) -> LoadedData:
             else:
                 pairs.append(pair)
         splits[split] = pairs
+    if not splits["train"]:
+        raise DataError(_empty_train_message(cfg, report["train"]))
     for split in ("dev", "test"):
         splits[split] = _without_leakage(splits[split], splits["train"], cfg, report[split])
     for split in SPLITS:
@@ -450,6 +453,25 @@ def load_splits(cfg: DataConfig) -> LoadedData:
     loaded = LoadedData(splits, report)
     log.info("data %s:\n%s", cfg.source, loaded.summary())
     return loaded
+
+
+def _empty_train_message(cfg: DataConfig, counts: Counter[str]) -> str:
+    """Which file (or dataset split) gave no train pair, and why."""
+    if cfg.source == "files":
+        where, fix = f"data.train_path {cfg.train_path}", "point data.train_path at a file of pairs"
+    elif cfg.source == "hub":
+        where = f"the {cfg.hub_splits.get('train')!r} split of {cfg.hub_id}"
+        fix = "check data.hub_id and data.hub_splits"
+    else:
+        where, fix = "the embedded corpus's train.tsv", "reinstall the package"
+    if not counts["read"]:
+        return f"the train split is empty: {where} holds no sentence pairs; {fix}"
+    dropped = ", ".join(f"{number} {reason.replace('_', ' ')}" for reason, number in counts.items()
+                        if reason not in ("read", "kept") and number)
+    if counts["too_long"] or counts["bad_ratio"]:
+        fix += ", or loosen data.max_words and data.max_length_ratio"
+    return (f"the train split is empty: all {counts['read']} pairs of {where} were dropped "
+            f"({dropped}); {fix}")
 
 
 def _without_leakage(
@@ -467,3 +489,44 @@ def _without_leakage(
     counts["leaked_not_removed"] = leaked
     log.warning("%d dev/test pairs share a sentence with train (remove_leakage is off)", leaked)
     return pairs
+
+
+# --- word links for guided alignment ------------------------------------------------------
+
+WordLinks = dict[tuple[str, str], list[Link]]  # (hindi, english), normalised -> Hindi-first
+
+
+def load_train_links(cfg: DataConfig) -> WordLinks:
+    """Word links of the raw train rows, keyed by the normalised (hindi, english) pair, so
+    they follow their pairs through filtering and de-duplication: the embedded corpus's
+    shipped links, ``cfg.train_alignment_path``, or eflomal run on the train rows. A pair
+    whose words changed under normalisation keeps no links."""
+    if cfg.source == "embedded" and cfg.train_alignment_path is None:
+        rows = [(hindi, english) for hindi, english, _ in read_split("train")]
+        links = read_split_links("train")
+    else:
+        rows = list(_raw_splits(cfg)["train"])
+        if cfg.train_alignment_path is not None:
+            _require_file(Path(cfg.train_alignment_path), "; give the Pharaoh file of the train "
+                          "rows as data.train_alignment_path")
+            links = read_pharaoh(cfg.train_alignment_path, word_counts(h for h, _ in rows),
+                                 word_counts(e for _, e in rows))
+        else:
+            links = _eflomal_links(rows)
+    keyed: WordLinks = {}
+    for (hindi, english), pair_links in zip(rows, links):
+        raw_counts = (len(hindi.split()), len(english.split()))
+        hindi, english = normalize(hindi, cfg.normalize_nukta), normalize(english)
+        if (len(hindi.split()), len(english.split())) == raw_counts:
+            keyed[(hindi, english)] = pair_links
+    return keyed
+
+
+def _eflomal_links(rows: list[tuple[str, str]]) -> list[list[Link]]:
+    log.info("running eflomal on %d train pairs for guided alignment", len(rows))
+    try:
+        return run_eflomal([h for h, _ in rows], [e for _, e in rows])
+    except LinksError as error:
+        raise DataError(f"guided alignment (train.alignment_weight > 0) needs word links, "
+                        f"but {error}; or give data.train_alignment_path, or set "
+                        "train.alignment_weight=0") from None

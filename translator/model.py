@@ -76,7 +76,7 @@ class FeedForward(nn.Module):
         self.net = nn.Sequential(
             nn.Linear(config.d_model, config.d_ff),
             nn.ReLU(),
-            Dropout(config.dropout),
+            Dropout(config.activation_dropout_rate),
             nn.Linear(config.d_ff, config.d_model),
         )
 
@@ -112,7 +112,8 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.self_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
+        self.self_attention = MultiHeadAttention(config.d_model, config.heads,
+                                                 config.attention_dropout_rate)
         self.feed_forward = FeedForward(config)
         self.attention_residual = Residual(config)
         self.feed_forward_residual = Residual(config)
@@ -135,8 +136,9 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.self_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
-        self.cross_attention = MultiHeadAttention(config.d_model, config.heads, config.dropout)
+        rate = config.attention_dropout_rate
+        self.self_attention = MultiHeadAttention(config.d_model, config.heads, rate)
+        self.cross_attention = MultiHeadAttention(config.d_model, config.heads, rate)
         self.feed_forward = FeedForward(config)
         self.self_attention_residual = Residual(config)
         self.cross_attention_residual = Residual(config)
@@ -247,9 +249,12 @@ class Transformer(nn.Module):
         source_mask: Tensor,
         cache: DecoderCache | None = None,
         need_weights: bool = False,
+        attention_layer: int | None = None,
     ) -> DecoderOutput:
         """Target ids [batch, T] → logits. With a ``cache``, ``target_input`` holds only the
-        new positions: earlier keys/values come from the cache, which this call extends."""
+        new positions: earlier keys/values come from the cache, which this call extends.
+        ``need_weights`` returns every layer's cross-attention; ``attention_layer`` only that
+        layer's (the others keep the fused kernel), as a list of one."""
         offset = cache.length if cache is not None else 0
         if cache is None:
             target_mask = self.target_mask(target_input)
@@ -258,11 +263,14 @@ class Transformer(nn.Module):
         else:  # several new positions at once: causal with respect to the cached prefix
             target_mask = causal_mask(target_input.size(1), memory.device, past=offset)
         x = self.target_embeddings(target_input, offset=offset)
-        cross_attention = [] if need_weights else None
+        cross_attention = [] if need_weights or attention_layer is not None else None
+        if attention_layer is not None:
+            attention_layer %= len(self.decoder_layers)  # -1 is the last layer
         for i, layer in enumerate(self.decoder_layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, weights = layer(x, memory, target_mask, source_mask, layer_cache, need_weights)
-            if need_weights:
+            wanted = need_weights or i == attention_layer
+            x, weights = layer(x, memory, target_mask, source_mask, layer_cache, wanted)
+            if wanted:
                 cross_attention.append(weights)
         if cache is not None:
             cache.length += target_input.size(1)
@@ -271,7 +279,13 @@ class Transformer(nn.Module):
         logits = F.linear(x, self.target_embeddings.tokens.weight, self.output_bias)
         return DecoderOutput(logits, cross_attention)
 
-    def forward(self, source: Tensor, target_input: Tensor) -> Tensor:
-        """Teacher forcing: logits [batch, T, target_vocab] for every target position."""
+    def forward(self, source: Tensor, target_input: Tensor,
+                attention_layer: int | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher forcing: logits [batch, T, target_vocab] for every target position; with
+        ``attention_layer``, also that decoder layer's cross-attention [batch, heads, T, S]
+        (guided alignment trains it)."""
         memory, source_mask = self.encode(source)
-        return self.decode(target_input, memory, source_mask).logits
+        out = self.decode(target_input, memory, source_mask, attention_layer=attention_layer)
+        if attention_layer is None:
+            return out.logits
+        return out.logits, out.cross_attention[0]

@@ -12,7 +12,7 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -188,11 +188,11 @@ class Tokenizer:
 
     def encode_source(self, text: str) -> list[int]:
         """Ids of the source text, without bos/eos."""
-        return self.source_model.encode(normalize(text))
+        return self.source_model.encode(_checked(normalize(text)))
 
     def encode_target(self, text: str) -> list[int]:
         """Ids of the target text, without bos/eos."""
-        return self.target_model.encode(normalize(text))
+        return self.target_model.encode(_checked(normalize(text)))
 
     def decode_source(self, ids: list[int]) -> str:
         """Text of the ids up to the first eos, ignoring pad and bos."""
@@ -212,6 +212,20 @@ class Tokenizer:
         return [self.target_model.id_to_piece(i) for i in ids]
 
 
+def _checked(text: str) -> str:
+    """``text``, if it is Unicode text SentencePiece can take: not a lone surrogate, which is
+    what Python makes of bytes that are not UTF-8 (a Latin-1 file read as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise TokenizerError(
+            f"the text holds U+{ord(text[error.start]):04X} at character {error.start + 1}, a "
+            "lone surrogate that stands for a byte that is not UTF-8; give the text as UTF-8 "
+            "(convert it with iconv -f latin1 -t utf-8, for example)"
+        ) from None
+    return text
+
+
 def _content_ids(ids: list[int]) -> list[int]:
     content = []
     for i in map(int, ids):  # int(): also accepts a tensor row
@@ -220,3 +234,26 @@ def _content_ids(ids: list[int]) -> list[int]:
         if i not in (PAD_ID, BOS_ID):
             content.append(i)
     return content
+
+
+# ---------------------------------------------------------------- pieces → words
+
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def piece_words(pieces: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The whitespace words the pieces spell, and for each piece the index of its word.
+
+    A piece starting with "▁" starts a word (so does the first piece); byte pieces
+    ("<0xE2>") are turned back into the bytes they stand for."""
+    words: list[bytearray] = []
+    word_of_piece = []
+    for i, piece in enumerate(pieces):
+        if piece.startswith("▁") or i == 0:
+            words.append(bytearray())
+        byte = _BYTE_PIECE.fullmatch(piece)
+        words[-1] += bytes([int(byte.group(1), 16)]) if byte else piece.encode("utf-8")
+        word_of_piece.append(len(words) - 1)
+    texts = [w.decode("utf-8", errors="replace") for w in words]
+    # A word that is only "▁" (a model babbling word starts) keeps it, to stay visible.
+    return [t.replace("▁", "") or t for t in texts], word_of_piece

@@ -36,15 +36,17 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from translator.batching import Batch, TokenBatchSampler, make_batch
+from translator.batching import Batch, TokenBatchSampler, alignment_targets, make_batch
 from translator.config import Config, ModelConfig, TrainConfig, config_to_dict
-from translator.data import Pair, load_splits
+from translator.data import Pair, WordLinks, load_splits, load_train_links
 from translator.device import autocast, resolve_device, resolve_precision
 from translator.errors import TranslatorError
+from translator.links import Link, LinksError, piece_links, swap
 from translator.metrics import corpus_scores
 from translator.model import Transformer
+from translator.resume import check_resume
 from translator.run_dir import RunDir
-from translator.tokenizer import Tokenizer
+from translator.tokenizer import Tokenizer, piece_words
 from translator.translate import translate
 
 log = logging.getLogger("translator")
@@ -110,8 +112,49 @@ def inverse_sqrt_schedule(warmup_steps: int) -> Callable[[int], float]:
     return factor
 
 
-def learning_rate_schedule(cfg: TrainConfig) -> Callable[[int], float]:
+class Budget:
+    """How much of the run's budget is spent: steps of ``max_steps`` and, with a time limit,
+    seconds of ``max_minutes`` (the loop adds its wall time, validations included, and a
+    resumed run goes on counting from its checkpoint)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.max_steps = cfg.max_steps
+        self.seconds_allowed = cfg.max_minutes * 60
+        self.seconds = 0.0
+
+    def progress(self, step: int) -> float:
+        """The share spent, 0 to 1: of the steps, or of the time if that runs out first."""
+        spent = step / self.max_steps
+        if self.seconds_allowed > 0:
+            spent = max(spent, self.seconds / self.seconds_allowed)
+        return min(1.0, spent)
+
+    @property
+    def out_of_time(self) -> bool:
+        return self.seconds_allowed > 0 and self.seconds >= self.seconds_allowed
+
+
+def linear_schedule(warmup_steps: int, decay_start: float, budget: Budget
+                    ) -> Callable[[int], float]:
+    """Warm up linearly, hold the peak until ``decay_start`` of the budget is spent, then fall
+    linearly to zero at its end ("Budgeted Training", Li et al. 2020): the last step lands
+    on a learning rate of zero whether the budget is steps or minutes."""
+    warmup = max(1, warmup_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return max(1, step) / warmup
+        start = max(decay_start, warmup / budget.max_steps)
+        spent = budget.progress(step)
+        return 1.0 if spent <= start else max(0.0, (1.0 - spent) / (1.0 - start))
+
+    return factor
+
+
+def learning_rate_schedule(cfg: TrainConfig, budget: Budget) -> Callable[[int], float]:
     """The factor on the peak learning rate at each step, as the config asks."""
+    if cfg.schedule == "linear":
+        return linear_schedule(cfg.warmup_steps, cfg.decay_start, budget)
     return inverse_sqrt_schedule(cfg.warmup_steps)
 
 
@@ -122,14 +165,49 @@ def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothin
                            label_smoothing=smoothing, reduction="sum")
 
 
-def batch_loss(model: nn.Module, batch: Batch, pad_id: int, cfg: TrainConfig,
+def alignment_loss(attention: torch.Tensor, targets: torch.Tensor, head: int = -1
+                   ) -> torch.Tensor:
+    """Summed KL(targets ‖ attention) over the target positions that have links: zero when
+    the attention [B, heads, T, S] (one head, or the mean of heads for ``head`` -1) equals
+    the link distribution ``targets`` [B, T, S], positive otherwise. Its gradient is that of
+    the cross-entropy of Garg et al. (2019)."""
+    weights = attention.float().mean(1) if head < 0 else attention[:, head].float()
+    present = targets > 0
+    return (targets[present] * (targets[present].log()
+                                - weights[present].clamp_min(1e-9).log())).sum()
+
+
+def drop_words(source: torch.Tensor, rate: float, unk_id: int, eos_id: int) -> torch.Tensor:
+    """Source word dropout (Sennrich & Zhang 2019), per piece: each real piece (not padding,
+    BOS or EOS; ids above EOS) becomes <unk> with probability ``rate``."""
+    if rate <= 0:
+        return source
+    dropped = (torch.rand(source.shape, device=source.device) < rate) & (source > eos_id)
+    return source.masked_fill(dropped, unk_id)
+
+
+def batch_loss(model: nn.Module, batch: Batch, tokenizer: Tokenizer, cfg: TrainConfig,
                device: torch.device, precision: str) -> torch.Tensor:
-    """The loss one batch contributes to a step: label-smoothed cross-entropy per target
-    token, the forward pass in the run's precision."""
+    """The loss one batch contributes to a step, per target token: label-smoothed
+    cross-entropy (with source word dropout if asked) plus λ × the guided-alignment loss
+    when the batch carries alignment targets; the forward pass in the run's precision."""
+    source = drop_words(batch.source, cfg.word_dropout, tokenizer.unk_id, tokenizer.eos_id)
+    guided = cfg.alignment_weight > 0 and batch.alignment is not None
     with autocast(device, precision):
-        logits = model(batch.source, batch.target_input)
-    return token_loss(logits, batch.target_output, pad_id,
-                      cfg.label_smoothing) / batch.num_target_tokens
+        out = model(source, batch.target_input,
+                    attention_layer=cfg.alignment_layer if guided else None)
+    logits, attention = out if guided else (out, None)
+    loss = token_loss(logits, batch.target_output, tokenizer.pad_id, cfg.label_smoothing)
+    if guided:
+        loss = loss + cfg.alignment_weight * alignment_loss(attention, batch.alignment,
+                                                            cfg.alignment_head)
+    return loss / batch.num_target_tokens
+
+
+def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of several state dicts of one model (checkpoint averaging)."""
+    return {key: (sum(state[key].double() for state in states) / len(states)).to(
+        states[0][key].dtype) for key in states[0]}
 
 
 # ---------------------------------------------------------------- encoded data
@@ -140,14 +218,20 @@ class EncodedSplit:
     pairs: list[Pair]
     source_ids: list[list[int]]
     target_ids: list[list[int]]
+    # per pair, (source piece, target piece) links for guided alignment, or None
+    piece_links: list[list[Link] | None] | None = None
 
     def lengths(self) -> list[tuple[int, int]]:
         return [(len(s) + 1, len(t) + 1) for s, t in zip(self.source_ids, self.target_ids)]
 
     def batch(self, indices: list[int], tokenizer: Tokenizer, device: torch.device) -> Batch:
-        return make_batch([self.source_ids[i] for i in indices],
-                          [self.target_ids[i] for i in indices],
-                          tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id).to(device)
+        batch = make_batch([self.source_ids[i] for i in indices],
+                           [self.target_ids[i] for i in indices],
+                           tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        if self.piece_links is not None:
+            batch.alignment = alignment_targets([self.piece_links[i] for i in indices],
+                                                batch.target_output.size(1), batch.source.size(1))
+        return batch.to(device)
 
 
 def encode_split(pairs: list[Pair], tokenizer: Tokenizer, max_tokens: int) -> EncodedSplit:
@@ -157,6 +241,29 @@ def encode_split(pairs: list[Pair], tokenizer: Tokenizer, max_tokens: int) -> En
         [tokenizer.encode_source(p.source)[: max_tokens - 1] for p in pairs],
         [tokenizer.encode_target(p.target)[: max_tokens - 1] for p in pairs],
     )
+
+
+def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer, links: WordLinks,
+                     direction: str) -> list[list[Link] | None]:
+    """Each pair's word links (Hindi-first, looked up by its text) as (source piece, target
+    piece) links of its encoded ids; None for pairs without links or whose links do not fit
+    the pieces (a sentence cut at max_positions)."""
+    found: list[list[Link] | None] = []
+    for pair, source_ids, target_ids in zip(split.pairs, split.source_ids, split.target_ids):
+        hindi_first = direction == "hi-en"
+        key = (pair.source, pair.target) if hindi_first else (pair.target, pair.source)
+        word_links = links.get(key)
+        if not word_links:
+            found.append(None)
+            continue
+        _, source_word = piece_words(tokenizer.source_pieces(source_ids))
+        _, target_word = piece_words(tokenizer.target_pieces(target_ids))
+        try:
+            found.append(piece_links(word_links if hindi_first else swap(word_links),
+                                     source_word, target_word))
+        except LinksError:
+            found.append(None)
+    return found
 
 
 # ---------------------------------------------------------------- building a run
@@ -181,6 +288,7 @@ class Run:
     scheduler: torch.optim.lr_scheduler.LambdaLR
     scaler: torch.amp.GradScaler
     sampler: TokenBatchSampler
+    budget: Budget  # steps and seconds spent; the linear schedule reads it
 
     @property
     def main(self) -> bool:
@@ -207,14 +315,15 @@ def build_tokenizer(config: Config, train: list[Pair], run_dir: RunDir, resume: 
     return Tokenizer.load(run_dir.tokenizer_dir)
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig
+def build_optimizer(model: nn.Module, cfg: TrainConfig, budget: Budget
                     ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (the paper's betas and ε unless set) and its learning-rate schedule."""
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=cfg.learning_rate, betas=tuple(cfg.adam_betas or (0.9, 0.98)),
         eps=1e-9, weight_decay=cfg.weight_decay,
         fused=True)  # one kernel for all parameters: 3× faster steps on CPU
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, learning_rate_schedule(cfg))
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                        learning_rate_schedule(cfg, budget))
 
 
 def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
@@ -238,13 +347,21 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     max_tokens = config.model.max_positions
     train_data = encode_split(loaded.splits["train"], tokenizer, max_tokens)
     dev_data = encode_split(loaded.splits["dev"], tokenizer, max_tokens)
+    if cfg.alignment_weight > 0:
+        train_data.piece_links = pair_piece_links(train_data, tokenizer,
+                                                  load_train_links(config.data),
+                                                  config.data.direction)
+        linked = sum(links is not None for links in train_data.piece_links)
+        log.info("guided alignment: word links for %d of %d training pairs", linked,
+                 len(train_data.pairs))
     model = Transformer(config.model).to(device)
-    optimizer, scheduler = build_optimizer(model, cfg)
+    budget = Budget(cfg)
+    optimizer, scheduler = build_optimizer(model, cfg, budget)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
                                 num_shards=world_size, shard_index=rank)
     return Run(config, run_dir, rank, world_size, device, precision, loaded.splits, tokenizer,
-               train_data, dev_data, model, optimizer, scheduler, scaler, sampler)
+               train_data, dev_data, model, optimizer, scheduler, scaler, sampler, budget)
 
 
 # ---------------------------------------------------------------- the loop
@@ -260,6 +377,7 @@ class Trainer:
         self.best: list[tuple[float, int]] = []  # (score, step) of the kept bests, best first
         self.evaluations_without_improvement = 0
         self.stop_signal: int | None = None
+        self.snapshots: list[dict[str, torch.Tensor]] = []  # for average_last
         if resume:
             self.load_state(run.run_dir.load_checkpoint("last", run.device))
         self.train_model: nn.Module = run.model
@@ -282,6 +400,7 @@ class Trainer:
             "scaler": run.scaler.state_dict(),
             "sampler": run.sampler.state_dict(),
             "step": self.step,
+            "seconds": run.budget.seconds,
             "best": self.best,
             "evaluations_without_improvement": self.evaluations_without_improvement,
             "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
@@ -299,9 +418,11 @@ class Trainer:
         run.model.load_state_dict(state["model"])
         run.optimizer.load_state_dict(state["optimizer"])
         run.scheduler.load_state_dict(state["scheduler"])
-        run.scaler.load_state_dict(state["scaler"])
+        if state["scaler"]:  # empty when the run was not in fp16: then the scaler starts afresh
+            run.scaler.load_state_dict(state["scaler"])
         run.sampler.load_state_dict(state["sampler"])
         self.step = state["step"]
+        run.budget.seconds = state.get("seconds", 0.0)  # older checkpoints did not count
         self.best = [tuple(b) for b in state["best"]]
         self.evaluations_without_improvement = state["evaluations_without_improvement"]
         random.setstate(state["rng"]["python"])
@@ -309,10 +430,11 @@ class Trainer:
         if torch.cuda.is_available() and state["rng"]["cuda"]:
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
 
-    def save(self, name: str) -> Path:
-        """checkpoints/NAME.pt (written by the main process only)."""
+    def save(self, name: str, also: tuple[str, ...] = ()) -> Path:
+        """checkpoints/NAME.pt (written by the main process only); the names in ``also``
+        become hard links of the same file."""
         if self.run.main:
-            return self.run.run_dir.save_checkpoint(name, self.state())
+            return self.run.run_dir.save_checkpoint(name, self.state(), also)
         return self.run.run_dir.checkpoint(name)
 
     # -- one optimiser step
@@ -337,7 +459,8 @@ class Trainer:
             last = micro_step == cfg.accumulate - 1
             sync = nullcontext() if last or run.world_size == 1 else self.train_model.no_sync()
             with sync:
-                loss = batch_loss(self.train_model, batch, pad_id, cfg, run.device, run.precision)
+                loss = batch_loss(self.train_model, batch, run.tokenizer, cfg, run.device,
+                                  run.precision)
                 run.scaler.scale(loss / cfg.accumulate).backward()
             batch_losses.append(loss.item())
             tokens += batch.num_target_tokens + int((batch.source != pad_id).sum())
@@ -456,9 +579,8 @@ class Trainer:
             say(f"step {self.step}: dev loss {record['dev_loss']:.3f}  ppl "
                 f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
                 f"{record['dev_chrf']:.1f}" + ("  (best)" if improved else ""))
-            if improved:
-                self.save("best")
-            self.save("last")
+            self.save("last", also=("best",) if improved else ())  # best.pt: a link, no copy
+            self.remember_weights()
             patience = self.cfg.patience
             stop = patience > 0 and self.evaluations_without_improvement >= patience
         return self.any_process(stop)
@@ -490,18 +612,16 @@ class Trainer:
             f"{len(run.train_data.pairs):,} training pairs  |  device {run.device}, "
             f"{run.precision}, {run.world_size} process(es)")
         batches = self.batches()
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not run.main,
-                   desc="training", unit="step", dynamic_ncols=True)
-        started, window_start, window_tokens = time.time(), time.time(), 0
+        bar = self.progress_bar()
+        window_start, window_tokens = time.time(), 0
         while self.step < cfg.max_steps:
+            step_start = time.time()
             loss, tokens = self.train_step(batches)
             window_tokens += tokens
-            bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
                 self.log_progress(bar, loss, window_tokens / max(1e-9, time.time() - window_start))
                 window_start, window_tokens = time.time(), 0
-            out_of_time = self.any_process(
-                cfg.max_minutes > 0 and time.time() - started > cfg.max_minutes * 60)
+            out_of_time = self.any_process(run.budget.out_of_time)
             if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps or out_of_time:
                 if self.validate_and_save():
                     say(f"early stop: no better dev {cfg.early_stopping_metric} in "
@@ -514,15 +634,72 @@ class Trainer:
                 code = self.stop_by_signal()
                 bar.close()
                 return code
+            self.advance(bar, time.time() - step_start)
         bar.close()
+        self.average_last_validations()
         return 0
+
+    def progress_bar(self) -> tqdm:
+        """Steps out of max_steps, or, with a time limit, seconds out of max_minutes (so the
+        ETA is the time limit's); none when stderr is not a terminal (a log file, CI): there
+        log_progress prints one plain line per log step instead of carriage-return redraws."""
+        run, cfg = self.run, self.cfg
+        timed = cfg.max_minutes > 0
+        return tqdm(total=round(cfg.max_minutes * 60) if timed else cfg.max_steps,
+                    initial=round(run.budget.seconds) if timed else self.step,
+                    unit="s" if timed else "step", desc="training", dynamic_ncols=True,
+                    disable=not run.main or not sys.stderr.isatty())
+
+    def advance(self, bar: tqdm, seconds: float) -> None:
+        """Count a step's wall time (validation included) into the budget and the bar."""
+        before = self.run.budget.seconds
+        self.run.budget.seconds += seconds
+        if self.cfg.max_minutes > 0:
+            bar.update(round(self.run.budget.seconds) - round(before))
+        else:
+            bar.update(1)
 
     def log_progress(self, bar: tqdm, loss: float, speed: float) -> None:
         lr = self.run.scheduler.get_last_lr()[0]
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+        if bar.disable:
+            if self.run.main:
+                print(f"step {self.step}/{self.cfg.max_steps}  loss {loss:.3f}  lr {lr:.2e}  "
+                      f"tok/s {speed:,.0f}  {self.run.budget.seconds / 60:.1f} min",
+                      file=sys.stderr, flush=True)
+        else:
+            bar.set_postfix(step=self.step, loss=f"{loss:.3f}", lr=f"{lr:.2e}",
+                            tok_s=f"{speed:,.0f}")
         self.write_metrics({"kind": "train", "step": self.step, "loss": round(loss, 4), "lr": lr,
                             "tokens_per_second": round(speed),
                             "epoch": self.run.sampler.state_dict().get("epoch", 0)})
+
+    def remember_weights(self) -> None:
+        """Keep a CPU copy of the weights of each of the last ``average_last`` validations."""
+        if self.cfg.average_last >= 2 and self.run.main:
+            self.snapshots.append({k: v.detach().to("cpu", copy=True)
+                                   for k, v in self.run.model.state_dict().items()})
+            del self.snapshots[: -self.cfg.average_last]
+
+    def average_last_validations(self) -> None:
+        """Average the remembered weights (checkpoint averaging), validate the average and
+        keep it as averaged.pt, and as best.pt when it beats every validation; the model then
+        goes back to its last weights (those of last.pt)."""
+        if not self.run.main or len(self.snapshots) < 2:
+            return
+        model = self.run.model
+        last = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(average_weights(self.snapshots))
+        record = {**self.validate(), "kind": "averaged", "averaged": len(self.snapshots)}
+        improved = self.score_key(record) > self.best[0][0]
+        self.write_metrics(record)
+        say(f"average of the last {len(self.snapshots)} validations: dev BLEU "
+            f"{record['dev_bleu']:.1f}  chrF {record['dev_chrf']:.1f}"
+            + ("  (best)" if improved else ""))
+        self.save("averaged")
+        if improved:
+            self.best.insert(0, (self.score_key(record), self.step))
+            self.save("best")
+        model.load_state_dict(last)
 
     def stop_by_signal(self) -> int:
         """Save last.pt and say how to resume; the exit code is 128 + the signal number."""
@@ -583,6 +760,8 @@ def train(config: Config, resume: str | Path | None = None) -> tuple[Path, int]:
     test split; returns the run folder and the exit code. ``config`` is not changed."""
     rank, _ = init_distributed()
     run_dir = RunDir(resume) if resume is not None else new_run_dir(config.train, rank)
+    if resume is not None:  # overrides of what the checkpoint fixes are refused by name
+        check_resume(RunDir.open(resume).read_config(), config, resume)
     if rank == 0:
         run_dir.path.mkdir(parents=True, exist_ok=True)
     run = build_run(config, run_dir, resume=resume is not None)

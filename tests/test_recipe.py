@@ -1,0 +1,176 @@
+"""The low-resource recipe's options: schedules, word dropout, checkpoint averaging, attention
+and activation dropout, and guided alignment (its loss, its targets, its links)."""
+
+import pytest
+import torch
+
+import translator.data as data
+from translator.batching import alignment_targets
+from translator.config import DataConfig, ModelConfig, TrainConfig
+from translator.data import DataError, load_train_links, normalize
+from translator.links import LinksError
+from translator.model import Transformer
+from translator.training import (
+    Budget,
+    alignment_loss,
+    average_weights,
+    drop_words,
+    learning_rate_schedule,
+)
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+# ---------------------------------------------------------------- schedules
+
+
+def test_linear_schedule_warms_up_holds_and_reaches_zero_at_the_last_step():
+    cfg = TrainConfig(schedule="linear", max_steps=100, warmup_steps=10, decay_start=0.5)
+    factor = learning_rate_schedule(cfg, Budget(cfg))
+    assert factor(5) == pytest.approx(0.5)
+    assert factor(10) == factor(30) == factor(50) == 1.0
+    assert factor(75) == pytest.approx(0.5)
+    assert factor(99) > 0
+    assert factor(100) == 0.0
+
+
+def test_linear_schedule_follows_the_time_limit_when_it_comes_first():
+    cfg = TrainConfig(schedule="linear", max_steps=10_000, warmup_steps=10, max_minutes=1.0)
+    budget = Budget(cfg)
+    factor = learning_rate_schedule(cfg, budget)
+    budget.seconds = 30.0
+    assert factor(20) == pytest.approx(0.5, abs=1e-3)
+    budget.seconds = 60.0
+    assert factor(21) == 0.0 and budget.out_of_time
+
+
+def test_inverse_sqrt_schedule_is_unchanged():
+    cfg = TrainConfig(max_steps=100, warmup_steps=4)
+    factor = learning_rate_schedule(cfg, Budget(cfg))
+    assert factor(2) == pytest.approx(0.5)
+    assert factor(16) == pytest.approx(0.5)
+
+
+def test_unknown_schedule_is_rejected():
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="cosine")
+
+
+# ---------------------------------------------------------------- word dropout
+
+
+def test_word_dropout_replaces_the_asked_share_of_real_pieces_only():
+    torch.manual_seed(0)
+    source = torch.randint(4, 100, (200, 50))
+    source[:, -5:] = PAD
+    source[:, -6] = EOS
+    dropped = drop_words(source, 0.25, UNK, EOS)
+    real = source > EOS
+    share = ((dropped == UNK) & real).sum().item() / real.sum().item()
+    assert share == pytest.approx(0.25, abs=0.02)
+    assert torch.equal(dropped[~real], source[~real])  # padding and EOS untouched
+    assert torch.equal(dropped[dropped != UNK], source[dropped != UNK])
+    assert torch.equal(drop_words(source, 0.0, UNK, EOS), source)
+
+
+# ---------------------------------------------------------------- checkpoint averaging
+
+
+def test_averaged_weights_are_the_mean_of_their_inputs():
+    states = [{"w": torch.full((2, 3), float(i)), "b": torch.tensor([i * 2.0])}
+              for i in (1, 2, 6)]
+    averaged = average_weights(states)
+    assert torch.equal(averaged["w"], torch.full((2, 3), 3.0))
+    assert torch.equal(averaged["b"], torch.tensor([6.0]))
+
+
+# ---------------------------------------------------------------- dropout rates
+
+
+def test_attention_and_activation_dropout_default_to_dropout_and_can_differ():
+    config = ModelConfig(dropout=0.3, attention_dropout=0.0, activation_dropout=0.1,
+                         source_vocab_size=20, target_vocab_size=20)
+    model = Transformer(config)
+    layer = model.decoder_layers[0]
+    assert layer.cross_attention.dropout == 0.0 and layer.self_attention.dropout == 0.0
+    assert layer.feed_forward.net[2].p == 0.1
+    assert layer.feed_forward_residual.dropout.p == 0.3
+    plain = Transformer(ModelConfig(dropout=0.2, source_vocab_size=20, target_vocab_size=20))
+    assert plain.encoder_layers[0].self_attention.dropout == 0.2
+    with pytest.raises(ValueError, match="attention_dropout"):
+        ModelConfig(attention_dropout=1.5)
+
+
+# ---------------------------------------------------------------- guided alignment
+
+
+def test_alignment_targets_from_piece_links_by_hand():
+    # target piece 0 is linked to source pieces 0 and 1, target piece 2 to source piece 3;
+    # target piece 1 has no link, and the second pair has none at all
+    targets = alignment_targets([[(0, 0), (1, 0), (3, 2)], None], target_len=4, source_len=5)
+    expected = torch.zeros(2, 4, 5)
+    expected[0, 0, 0] = expected[0, 0, 1] = 0.5
+    expected[0, 2, 3] = 1.0
+    assert torch.equal(targets, expected)
+
+
+def test_alignment_loss_is_zero_at_the_link_distribution_and_positive_elsewhere():
+    targets = alignment_targets([[(0, 0), (1, 0), (2, 1)]], target_len=3, source_len=3)
+    exact = targets.clone()
+    exact[0, 2] = torch.tensor([0.2, 0.3, 0.5])  # a row without links may be anything
+    attention = exact[:, None].expand(1, 8, 3, 3)  # every head the same
+    assert alignment_loss(attention, targets).item() == pytest.approx(0.0, abs=1e-6)
+    blurred = torch.full((1, 8, 3, 3), 1 / 3)
+    assert alignment_loss(blurred, targets).item() > 0.1
+    one_head = torch.full((1, 8, 3, 3), 1 / 3)
+    one_head[:, 5] = exact
+    assert alignment_loss(one_head, targets, head=5).item() == pytest.approx(0.0, abs=1e-6)
+    assert alignment_loss(one_head, targets, head=-1).item() > 0.0
+
+
+def test_forward_returns_the_asked_layers_cross_attention():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
+                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    source = torch.randint(4, 30, (2, 5))
+    target = torch.randint(4, 30, (2, 4))
+    logits, attention = model(source, target, attention_layer=-2)
+    memory, mask = model.encode(source)
+    full = model.decode(target, memory, mask, need_weights=True)
+    assert torch.allclose(logits, full.logits, atol=1e-6)
+    assert torch.allclose(attention, full.cross_attention[0], atol=1e-6)
+    assert torch.allclose(model(source, target), logits, atol=1e-6)
+
+
+def test_embedded_corpus_links_cover_every_train_pair():
+    links = load_train_links(DataConfig())
+    assert len(links) > 6000
+    hindi, english = next(iter(links))
+    assert all(i < len(hindi.split()) and j < len(english.split()) for i, j in links[(hindi,
+                                                                                     english)])
+
+
+def test_links_from_a_users_pharaoh_file(tmp_path):
+    (tmp_path / "train.tsv").write_text("राजेश  घर गया\tRajesh went home\nनमस्ते\tHello\n",
+                                        encoding="utf-8")
+    (tmp_path / "train.align").write_text("0-0 1-2 2-1\n0-0\n", encoding="utf-8")
+    cfg = DataConfig(source="files", train_path=str(tmp_path / "train.tsv"),
+                     train_alignment_path=str(tmp_path / "train.align"))
+    links = load_train_links(cfg)
+    assert links[(normalize("राजेश  घर गया"), "Rajesh went home")] == [(0, 0), (1, 2), (2, 1)]
+    assert links[("नमस्ते", "Hello")] == [(0, 0)]
+    (tmp_path / "train.align").write_text("0-0 1-7\n0-0\n", encoding="utf-8")
+    with pytest.raises(LinksError, match="line 1"):
+        load_train_links(cfg)
+
+
+def test_links_without_a_file_or_eflomal_is_one_clear_error(tmp_path, monkeypatch):
+    def missing(*args, **kwargs):
+        raise LinksError("the eflomal word aligner is not installed; install it with "
+                         "pip install -e '.[align]'")
+
+    monkeypatch.setattr(data, "run_eflomal", missing)
+    (tmp_path / "train.tsv").write_text("नमस्ते\tHello\n", encoding="utf-8")
+    cfg = DataConfig(source="files", train_path=str(tmp_path / "train.tsv"))
+    with pytest.raises(DataError, match="data.train_alignment_path"):
+        load_train_links(cfg)
