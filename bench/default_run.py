@@ -7,9 +7,12 @@ Runs scripts/train.py as a child process (the default config, with any overrides
 into bench/results/default-run/run (a previous run there is deleted first), and times the
 whole of it: loading the corpus, training SentencePiece, training, validations and the final
 test-split score. Then it reads the run's metrics.jsonl and test_scores.json, translates the
-seeds' Rajesh sentence with the trained model (translator.translate.Translator, beam as in the
-test score) and prints a Markdown table, also written to bench/results/default_run.md.
-Targets (issue 5): under 15 minutes on a 2-core CPU, chrF ≥ 50 on the test split.
+seeds' showcase sentences with the trained model (translator.translate.Translator, beam as in
+the test score), checks which facts of each made it into the translation and whether the
+Rajesh heatmap (RUN/heatmaps/showcase-1.json) lights each content word's source word
+brightest, and prints Markdown tables, also written to bench/results/default_run.md.
+Targets (issues 12, 13): at most 10 minutes on a 2-core CPU, chrF ≥ 50 on the test split
+(beam 5), every fact of the showcase sentences, no repeated word, a correct heatmap.
 """
 
 import json
@@ -32,7 +35,51 @@ from translator.translate import Translator  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 OUTPUT_DIR = RESULTS / "default-run"
 RUN_NAME = "run"
-TARGET_MINUTES = 15.0
+TARGET_MINUTES = 10.0
+# The facts of each showcase sentence: any of the spellings counts (lower-cased match).
+FACTS = [
+    {"Rajesh": ["rajesh"], "booked": ["book"], "ticket": ["ticket"], "train": ["train"],
+     "Delhi": ["delhi"], "Mumbai": ["mumbai", "bombay"], "sister": ["sister"],
+     "yesterday": ["yesterday"], "evening": ["evening"]},
+    {"mechanic": ["mechanic"], "fixed": ["fixed", "repaired"], "scooter": ["scooter"],
+     "because": ["because", "since", "as "], "leaking": ["leak", "dripping"],
+     "petrol": ["petrol", "fuel"]},
+    {"UPI": ["upi"], "payment": ["payment"], "failed": ["fail"],
+     "deducted": ["deducted", "debited", "cut"], "refund": ["refund"]},
+]
+# Rajesh heatmap: the source word each English content word should draw on most.
+RAJESH_LINKS = {"rajesh": "राजेश", "sister": "बहन", "delhi": "दिल्ली", "mumbai": "मुंबई",
+                "train": "ट्रेन", "ticket": "टिकट", "booked": "बुक", "book": "बुक",
+                "yesterday": "कल", "evening": "शाम"}
+
+
+def missing_facts(text: str, facts: dict[str, list[str]]) -> list[str]:
+    lowered = text.lower()
+    return [fact for fact, spellings in facts.items()
+            if not any(spelling in lowered for spelling in spellings)]
+
+
+def repeated_words(text: str) -> list[str]:
+    """Content words (4+ letters) the translation says twice; none of the showcase sources
+    repeats a content word."""
+    words = [w.strip(".,;:!?'\"").lower().removesuffix("'s") for w in text.split()]
+    return sorted({w for w in words if len(w) >= 4 and words.count(w) > 1})
+
+
+def heatmap_check(run_dir: Path) -> list[tuple[str, str, str, bool]]:
+    """(output word, its brightest source word, the expected one, right?) for the Rajesh
+    heatmap's content words, from the JSON the training run wrote."""
+    path = RunDir(run_dir).heatmaps_dir / "showcase-1.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for word, weights in zip(data["target_words"], data["weights"]):
+        key = word.strip(".,;:!?'\"").lower().removesuffix("'s")
+        if key in RAJESH_LINKS:
+            brightest = data["source_words"][max(range(len(weights)), key=weights.__getitem__)]
+            rows.append((word, brightest, RAJESH_LINKS[key], brightest == RAJESH_LINKS[key]))
+    return rows
 TARGET_CHRF = 50.0
 
 
@@ -70,9 +117,10 @@ def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
     validations = [m for m in metrics if m.get("kind") == "validation"]
     scores = json.loads(RunDir(run_dir).test_scores_file.read_text(encoding="utf-8"))
     beam = scores.get("beam_size", 1)
-    hindi, reference = SHOWCASE[0]
     translator = Translator.from_run(run_dir, device="cpu")
-    rajesh = translator.translate([hindi], beam_size=beam, need_attention=False)[0].text
+    outputs = [r.text for r in translator.translate([h for h, _ in SHOWCASE], beam_size=beam,
+                                                     need_attention=False)]
+    heatmap = heatmap_check(run_dir)
     speeds = [m["tokens_per_second"] for m in train]
     minutes = seconds / 60
     rows = [
@@ -104,11 +152,18 @@ def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
         "| --- | ---: | ---: | :---: |",
         *(f"| {name} | {value} | {target} | {met} |" for name, value, target, met in rows),
         "",
-        "| the Rajesh sentence | |",
-        "| --- | --- |",
-        f"| source | {hindi} |",
-        f"| reference | {reference} |",
-        f"| ours (beam {beam}) | {rajesh or '(empty)'} |",
+        f"| showcase sentence | reference | ours (beam {beam}) | facts missing | repeated |",
+        "| --- | --- | --- | --- | --- |",
+        *(f"| {hindi} | {reference} | {text or '(empty)'} | "
+          f"{', '.join(missing_facts(text, facts)) or 'none'} | "
+          f"{', '.join(repeated_words(text)) or 'none'} |"
+          for (hindi, reference), text, facts in zip(SHOWCASE, outputs, FACTS)),
+        "",
+        "| Rajesh heatmap: output word | brightest source word | expected | right |",
+        "| --- | --- | --- | :---: |",
+        *(f"| {word} | {brightest} | {expected} | {'yes' if right else '**no**'} |"
+          for word, brightest, expected, right in heatmap),
+        f"| **{sum(r[3] for r in heatmap)} of {len(heatmap)} right** | | | |",
         "",
         f"BLEU: `{scores.get('bleu_signature', '?')}`  ",
         f"chrF: `{scores.get('chrf_signature', '?')}`",
