@@ -40,6 +40,9 @@ from translator.alignment import (  # noqa: E402
     piece_words,
     teacher_forced_attentions,
 )
+from translator.alignment import (
+    shifted as shifted_rows,
+)
 from translator.config import load_config  # noqa: E402
 from translator.corpus import SPLITS, read_split  # noqa: E402
 from translator.data import embedded_corpus_dir, load_splits, normalize  # noqa: E402
@@ -146,8 +149,8 @@ def score(attentions, gold, view, shifted: bool = False) -> float:
     predicted = []
     for attention, source_pieces, target_pieces in attentions:
         weights = view(attention)
-        if shifted:  # the row of the step whose input is the word: rows 1..T (the last: EOS)
-            weights = weights[1:]
+        if shifted:
+            weights = shifted_rows(weights)
         predicted.append(hard_links(merge_to_words(weights, source_pieces, target_pieces).weights))
     return alignment_error_rate(predicted, gold)
 

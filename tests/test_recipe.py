@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import translator.data as data
+from translator.alignment import hard_links, word_alignment
 from translator.batching import alignment_targets
 from translator.config import DataConfig, ModelConfig, TrainConfig
 from translator.data import DataError, load_train_links, normalize
@@ -174,3 +175,15 @@ def test_links_without_a_file_or_eflomal_is_one_clear_error(tmp_path, monkeypatc
     cfg = DataConfig(source="files", train_path=str(tmp_path / "train.tsv"))
     with pytest.raises(DataError, match="data.train_alignment_path"):
         load_train_links(cfg)
+
+
+def test_shift_reading_takes_each_words_row_one_step_later():
+    from_pieces = ["▁a", "▁b"], ["▁x", "▁y"]
+    attention = torch.zeros(1, 1, 3, 3)  # [layers, heads, T+1, S+1]
+    attention[0, 0, 0] = torch.tensor([0.9, 0.1, 0.0])  # predicts x, looks at a
+    attention[0, 0, 1] = torch.tensor([0.1, 0.9, 0.0])  # reads x (predicts y), looks at b
+    attention[0, 0, 2] = torch.tensor([0.8, 0.2, 0.0])  # reads y (predicts EOS), looks at a
+    plain = word_alignment(attention, *from_pieces, layer=0)
+    shift = word_alignment(attention, *from_pieces, layer=0, shift=True)
+    assert hard_links(plain.weights) == [(0, 0), (1, 1)]
+    assert hard_links(shift.weights) == [(0, 1), (1, 0)]  # x → b, y → a

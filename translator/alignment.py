@@ -162,12 +162,23 @@ def merge_to_words(
     return WordAlignment(source_words, target_words, merged)
 
 
+def shifted(weights: Tensor) -> Tensor:
+    """Shift-Att (Chen et al. 2020): the rows of a teacher-forced [T+1, S+1] matrix taken one
+    step later, where each target piece is the decoder's *input* rather than its output;
+    row t becomes the step that read piece t (the EOS row, which reads no piece, is dropped
+    and the last piece's row is the step that predicts EOS)."""
+    return weights[1:]
+
+
 def word_alignment(
     attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
     layer: int | None = None, heads: list[int] | None = None, eos: str = "drop",
+    shift: bool = False,
 ) -> WordAlignment:
-    """`select_attention` then `merge_to_words`: the word-level view of one layer/heads."""
-    return merge_to_words(select_attention(attention, layer, heads), source_pieces,
+    """`select_attention` then `merge_to_words`: the word-level view of one layer/heads
+    (``shift``: read as Shift-Att, for forced alignment of a given pair)."""
+    weights = select_attention(attention, layer, heads)
+    return merge_to_words(shifted(weights) if shift else weights, source_pieces,
                           target_pieces, eos)
 
 
@@ -300,15 +311,17 @@ def read_pharaoh(path: str | Path, reverse: bool = False) -> list[list[Link]]:
 def align_pairs(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     layer: int | None = None, heads: list[int] | None = None, threshold: float | None = None,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "cpu", shift: bool = False,
 ) -> list[list[Link]]:
     """Forced alignment of (source, target) sentence pairs: hard word links per pair from the
-    chosen layer/heads (`hard_links`). A pair with an empty side gets no links."""
+    chosen layer/heads (`hard_links`; ``shift``: the Shift-Att reading). A pair with an empty
+    side gets no links."""
     usable = [i for i, (source, target) in enumerate(pairs) if source.split() and target.split()]
     attentions = teacher_forced_attentions(model, tokenizer, [pairs[i] for i in usable], device)
     links: list[list[Link]] = [[] for _ in pairs]
     for i, (attention, source_pieces, target_pieces) in zip(usable, attentions):
-        weights = word_alignment(attention, source_pieces, target_pieces, layer, heads).weights
+        weights = word_alignment(attention, source_pieces, target_pieces, layer, heads,
+                                 shift=shift).weights
         links[i] = hard_links(weights, threshold)
     return links
 
