@@ -13,20 +13,22 @@ from translator import cli
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPERS = {"train.py": "train_main", "translate.py": "translate_main",
             "evaluate.py": "evaluate_main", "align.py": "align_main",
-            "attention_demo.py": "demo_main"}
+            "attention_demo.py": "demo_main", "plot_run.py": "plot_run_main"}
 
 
 def test_python_dash_m_translator_lists_the_subcommands():
     result = subprocess.run([sys.executable, "-m", "translator", "--help"], capture_output=True,
                             text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    for name in ("train", "translate", "evaluate", "align", "demo"):
+    for name in ("train", "translate", "evaluate", "align", "demo", "plot-run"):
         assert f"    {name}" in result.stdout
 
 
 @pytest.mark.parametrize("command, option", [("train", "--resume"), ("translate", "--n-best"),
                                              ("evaluate", "--ref"), ("align", "--gold"),
-                                             ("demo", "--causal")])
+                                             ("demo", "--causal"),
+                                             ("translate", "--html"),
+                                             ("plot-run", "--curves-only")])
 def test_each_subcommand_has_its_options(command, option, capsys):
     with pytest.raises(SystemExit) as done:
         cli.main([command, "--help"])
@@ -54,7 +56,7 @@ def test_console_scripts_name_the_command_line_functions():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     expected = {"translator-train": "train_main", "translator-translate": "translate_main",
                 "translator-evaluate": "evaluate_main", "translator-align": "align_main",
-                "translator-demo": "demo_main"}
+                "translator-demo": "demo_main", "translator-plot-run": "plot_run_main"}
     assert {name: scripts[name] for name in expected} == {
         name: f"translator.cli:{function}" for name, function in expected.items()}
     assert all(callable(getattr(cli, function)) for function in expected.values())

@@ -19,6 +19,8 @@ from translator.plotting import (
     plot_heatmap,
     plot_layers,
     save_alignment_json,
+    showcase_sources,
+    translate_showcase,
 )
 from translator.training import train
 from translator.translate import Translator
@@ -137,3 +139,34 @@ def test_showcase_heatmaps_from_a_smoke_run(smoke_run, tmp_path, monkeypatch):
     layers, heads = run.config.model.layers, run.config.model.heads
     assert len(record["all_heads"]) == layers and len(record["all_heads"][0]) == heads
     assert len(record["weights"]) == len(record["target_words"])
+
+
+def test_showcase_sources_follow_the_direction():
+    hindi = [hi for hi, _ in translator.corpus.SHOWCASE]
+    english = [en for _, en in translator.corpus.SHOWCASE]
+    assert showcase_sources("hi-en") == list(zip(hindi, english))
+    assert showcase_sources("en-hi") == list(zip(english, hindi))
+    # an English→Hindi model is shown the seeds' own English sentences
+    sources = [source for source, _ in showcase_sources("en-hi")]
+    assert "The mechanic fixed the scooter because it was leaking petrol." in sources
+    assert "UPI payment failed but amount deducted, refund please." in sources
+    with pytest.raises(ValueError, match="hi-en or en-hi"):
+        showcase_sources("hi-fr")
+
+
+def test_showcase_heatmaps_of_an_en_hi_model(smoke_run, tmp_path, monkeypatch):
+    """For en-hi the English side is the source and the Hindi side the reference. (The smoke
+    model is hi-en; which side it is given is all this checks.)"""
+    monkeypatch.setattr(translator.corpus, "SHOWCASE", [("मुंबई की ट्रेन", "the train to Mumbai")])
+    run = Translator.from_run(smoke_run, device="cpu")
+    run.direction = "en-hi"
+    showcase = translate_showcase(run)
+    (source, reference, result), = showcase
+    assert (source, reference) == ("the train to Mumbai", "मुंबई की ट्रेन")
+    assert result.source == source and result.attention is not None
+    paths = draw_showcase_heatmaps(run, tmp_path, showcase=showcase)
+    assert len(paths) == 5
+    record = json.loads((tmp_path / "showcase-1.json").read_text(encoding="utf-8"))
+    assert record["direction"] == "en-hi" and record["source"] == "the train to Mumbai"
+    assert record["reference"] == "मुंबई की ट्रेन" and record["translation"] == result.text
+    assert record["source_words"] == ["the", "train", "to", "Mumbai"]

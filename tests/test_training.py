@@ -15,9 +15,11 @@ import torch
 
 import translator.training as training
 from translator.checkpoint import CheckpointError, load_checkpoint
-from translator.cli import evaluate_main, train_and_draw
+from translator.cli import evaluate_main, plot_run_main, train_and_draw
 from translator.config import load_config
+from translator.corpus import SHOWCASE
 from translator.data import load_splits
+from translator.explorer import read_explorer_data
 from translator.run_dir import RunDir, RunDirError
 from translator.training import TrainingError, build_run, train
 from translator.translate import Translator
@@ -57,7 +59,8 @@ def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
     for name in ("config.yaml", "train.log", "metrics.jsonl", "test_scores.json",
                  "test_hypotheses.txt", "tokenizer/joint.model", "tokenizer/tokenizer.json",
                  "checkpoints/best.pt", "checkpoints/last.pt", "heatmaps/showcase-1.png",
-                 "heatmaps/showcase-1.json", "heatmaps/showcase-1-heads.png"):
+                 "heatmaps/showcase-1.json", "heatmaps/showcase-1-heads.png",
+                 "heatmaps/showcase-1.html", "curves.png"):
         assert (smoke_run / name).is_file(), name
     losses = [m["loss"] for m in metrics(smoke_run) if m["kind"] == "train"]
     assert losses[-1] < losses[0] - 1.0
@@ -69,6 +72,50 @@ def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
     assert (smoke_run.parent / "latest").resolve() == smoke_run.resolve()
     state = load_checkpoint(smoke_run / "checkpoints" / "last.pt")
     assert state["step"] == 30 and state["config"]["model"]["source_vocab_size"] > 0
+
+
+def test_the_showcase_pages_hold_the_heatmaps_numbers_and_the_curves_are_drawn(smoke_run):
+    """At the end of training: showcase-N.html for each showcase sentence, with the numbers of
+    showcase-N.json (the PNG's view and every head), and curves.png."""
+    for number in range(1, len(SHOWCASE) + 1):
+        heatmaps = smoke_run / "heatmaps"
+        record = json.loads((heatmaps / f"showcase-{number}.json").read_text(encoding="utf-8"))
+        data = read_explorer_data(heatmaps / f"showcase-{number}.html")
+        for key in ("source", "translation", "reference", "source_words", "target_words"):
+            assert data[key] == record[key], key
+        assert record["reference"] == SHOWCASE[number - 1][1]  # the smoke model is hi-en
+        assert data["default_layer"] == record["layer"]
+        assert data["weights"]["mean"][record["layer"]] == record["weights"]
+        assert data["weights"]["heads"] == record["all_heads"]
+    assert (smoke_run / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_run_redraws_the_curves_and_the_showcase(smoke_run, tmp_path, monkeypatch,
+                                                      capsys):
+    copy = tmp_path / "smoke"
+    shutil.copytree(smoke_run, copy)
+    shutil.rmtree(copy / "heatmaps")
+    (copy / "curves.png").unlink()
+    assert plot_run_main([str(copy), "--curves-only"]) == 0
+    assert (copy / "curves.png").stat().st_size > 0 and not (copy / "heatmaps").exists()
+    # one short sentence keeps the babbling smoke model quick
+    monkeypatch.setattr("translator.corpus.SHOWCASE", [("मुंबई की ट्रेन", "the train to Mumbai")])
+    assert plot_run_main([str(copy), "--device", "cpu", "--beam", "1"]) == 0
+    assert sorted(p.name for p in (copy / "heatmaps").iterdir()) == [
+        "showcase-1-heads.png", "showcase-1-layers.png", "showcase-1.html", "showcase-1.json",
+        "showcase-1.png", "showcase-1.svg"]
+    record = json.loads((copy / "heatmaps" / "showcase-1.json").read_text(encoding="utf-8"))
+    assert record["source"] == "मुंबई की ट्रेन" and record["beam_size"] == 1
+    assert read_explorer_data(copy / "heatmaps" / "showcase-1.html")["weights"]["mean"][
+        record["layer"]] == record["weights"]
+    capsys.readouterr()
+    shutil.rmtree(copy / "checkpoints")  # a run stopped before its first checkpoint
+    shutil.rmtree(copy / "heatmaps")
+    assert plot_run_main([str(copy)]) == 0
+    assert "no checkpoint" in capsys.readouterr().err and not (copy / "heatmaps").exists()
+    assert plot_run_main([str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
 
 
 def test_test_scores_are_the_translators_and_evaluates(smoke_run, capsys):

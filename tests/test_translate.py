@@ -12,13 +12,16 @@ import pytest
 import sacrebleu
 import torch
 
+from translator.alignment import merge_to_words, resolve_layer, select_attention
 from translator.batching import make_batch
 from translator.checkpoint import load_checkpoint, save_checkpoint
 from translator.cli import evaluate_main, translate_main
 from translator.config import config_to_dict, load_config, save_config
 from translator.corpus import SHOWCASE, read_split
 from translator.errors import TranslatorError
+from translator.explorer import read_explorer_data
 from translator.model import Transformer
+from translator.plotting import all_heads_as_words
 from translator.run_dir import RunDirError
 from translator.tokenizer import Tokenizer
 from translator.training import token_loss
@@ -289,3 +292,33 @@ def test_translate_command_draws_the_chosen_beams_heatmaps(run_dir, tmp_path, ca
     assert translate_main(["--run", str(run_dir), "--layer", "7", "--plot",
                                   str(heatmap), "कल"]) == 2
     assert "layer 7 does not exist" in capsys.readouterr().err
+
+
+def test_translate_command_writes_explorer_pages_of_the_plotted_numbers(run_dir, tmp_path,
+                                                                        capsys):
+    """--html: one page per non-empty input (numbered for several), holding the numbers
+    --plot draws (the chosen beam's attention merged to words) and every layer and head."""
+    texts = ["कल बारिश होगी", "", "मेरा नाम राम है।"]
+    assert translate_main(["--run", str(run_dir), "--beam", "3", "--layer", "0", "--html",
+                           str(tmp_path / "page.html"), *texts]) == 0
+    err = capsys.readouterr().err
+    pages = [tmp_path / "page-1.html", tmp_path / "page-2.html"]
+    assert all(f"wrote {page}" in err for page in pages)
+    assert not (tmp_path / "page-3.html").exists()
+    results = Translator.from_run(run_dir).translate([texts[0], texts[2]], beam_size=3)
+    for page, result in zip(pages, results):
+        data = read_explorer_data(page)
+        layers = result.attention.size(0)
+        plotted = merge_to_words(select_attention(result.attention, 0), result.source_pieces,
+                                 result.target_pieces).to_dict()
+        assert data["source"] == result.source and data["translation"] == result.text
+        assert data["default_layer"] == resolve_layer(0, layers) == 0
+        assert data["source_words"] == plotted["source_words"]
+        assert data["target_words"] == plotted["target_words"]
+        assert data["weights"]["mean"][0] == plotted["weights"]
+        assert data["weights"]["heads"] == all_heads_as_words(
+            result.attention, result.source_pieces, result.target_pieces)
+        assert "hi → en" in data["title"] and "beam 3" in data["title"]
+    assert translate_main(["--run", str(run_dir), "--html", str(tmp_path / "page.png"),
+                           "कल"]) == 2
+    assert "end it in .html or .htm" in capsys.readouterr().err

@@ -1,10 +1,12 @@
-"""The command line: one command with five subcommands, also installed as console scripts.
+"""The command line: one command with six subcommands, also installed as console scripts.
 
     python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
     python -m translator translate "TEXT" [--run RUN] [--beam N] [--plot FILE.png]
+                                          [--html FILE.html]
     python -m translator evaluate [--run RUN] [--src FILE --ref FILE]
     python -m translator align --run RUN --src FILE --tgt FILE [--gold FILE]
     python -m translator demo [--causal]
+    python -m translator plot-run [RUN] [--curves-only]
 
 `translator-train`, `translator-translate`, ... (pyproject.toml) and `scripts/*.py` call the
 same ``*_main`` functions. Each parses its arguments, calls the package and turns a
@@ -19,7 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from translator import plotting
+from translator import explorer, plotting
 from translator.alignment import (
     AlignmentError,
     align_pairs,
@@ -32,7 +34,7 @@ from translator.alignment import (
     resolve_layer,
     select_attention,
 )
-from translator.config import Config, TrainConfig, load_config
+from translator.config import Config, load_config
 from translator.data import load_splits
 from translator.demo import run_demo
 from translator.errors import TranslatorError
@@ -43,7 +45,9 @@ from translator.translate import Translation, Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
-PLOT_OPTIONS = ("plot", "plot_heads", "plot_layers")
+PLOT_OPTIONS = ("plot", "plot_heads", "plot_layers", "html")
+PLOT_SUFFIXES = {"plot": plotting.FORMATS, "plot_heads": plotting.FORMATS,
+                 "plot_layers": plotting.FORMATS, "html": explorer.SUFFIXES}
 
 
 def read_lines(path: Path) -> list[str]:
@@ -78,19 +82,46 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dotted overrides, e.g. train.max_steps=200 model.layers=2")
 
 
-def draw_showcase(run_dir: RunDir, cfg: TrainConfig) -> None:
-    """The showcase sentences' heatmaps, as the run's best checkpoint translates them."""
-    translator = Translator.from_run(run_dir, device=cfg.device)
-    paths = plotting.draw_showcase_heatmaps(translator, run_dir.heatmaps_dir,
-                                            beam_size=cfg.test_beam_size)
-    say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir}")
+def arrow(direction: str) -> str:
+    """"hi → en" for "hi-en"."""
+    return direction.replace("-", " → ")
+
+
+def draw_showcase(run_dir: RunDir, beam_size: int, device: str = "auto",
+                  checkpoint: str = "best") -> list[Path]:
+    """The showcase sentences, in the run's direction, as its ``checkpoint`` translates them:
+    heatmaps/showcase-N.png, .svg, -heads.png, -layers.png, .json (`translator.plotting`) and
+    showcase-N.html, the attention explorer (`translator.explorer`), from one translation."""
+    translator = Translator.from_run(run_dir, checkpoint, device)
+    showcase = plotting.translate_showcase(translator, beam_size)
+    paths = plotting.draw_showcase_heatmaps(translator, run_dir.heatmaps_dir, beam_size,
+                                            showcase)
+    for number, (source, reference, result) in enumerate(showcase, start=1):
+        paths.append(explorer.write_explorer(
+            run_dir.heatmaps_dir / f"showcase-{number}.html", result.attention,
+            result.source_pieces, result.target_pieces, source, result.text,
+            title=f"showcase sentence {number} · {arrow(translator.direction)} · "
+            f"beam {beam_size}", reference=reference))
+    say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
+        f"showcase-1.html in a browser to explore them)")
+    return paths
+
+
+def draw_curves(run_dir: RunDir, best_by: str = "chrf") -> Path:
+    """RUN/curves.png from RUN/metrics.jsonl, the best checkpoint (by ``best_by``) marked."""
+    path = plotting.plot_learning_curves(run_dir.metrics_file, run_dir.curves_file, best_by)
+    say(f"learning curves: {path}")
+    return path
 
 
 def train_and_draw(config: Config, resume: Path | None = None) -> tuple[Path, int]:
-    """`translator.training.train`, then (unless train.heatmaps is off) the heatmaps."""
+    """`translator.training.train`, then the learning curves and (unless train.heatmaps is
+    off) the showcase heatmaps and explorer pages."""
     run_dir, code = train(config, resume)
-    if code == 0 and config.train.heatmaps and is_main_process():
-        draw_showcase(RunDir(run_dir), config.train)
+    if code == 0 and is_main_process():
+        draw_curves(RunDir(run_dir), config.train.early_stopping_metric)
+        if config.train.heatmaps:
+            draw_showcase(RunDir(run_dir), config.train.test_beam_size, config.train.device)
     return run_dir, code
 
 
@@ -129,9 +160,13 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a grid of every head of one layer (--layer)")
     parser.add_argument("--plot-layers", type=Path, metavar="FILE.png",
                         help="a grid of every layer, heads averaged")
+    parser.add_argument("--html", type=Path, metavar="FILE.html",
+                        help="the attention explorer: one self-contained page (open it from "
+                        "disk in a browser) with every layer and head, hover and links")
     parser.add_argument("--layer", type=int, default=None,
-                        help="decoder layer for --plot and --plot-heads (default: "
-                        "translator.alignment.DEFAULT_LAYER; -1 is the last)")
+                        help="decoder layer for --plot and --plot-heads, and the one --html "
+                        "opens on (default: translator.alignment.DEFAULT_LAYER; -1 is the "
+                        "last)")
 
 
 def read_inputs(args: argparse.Namespace) -> list[str]:
@@ -155,24 +190,34 @@ def output_line(translation: Translation, as_json: bool) -> str:
     return translation.text
 
 
-def plot_paths(path: Path, count: int) -> list[Path]:
+def plot_paths(path: Path, count: int, suffixes: tuple[str, ...] = plotting.FORMATS
+               ) -> list[Path]:
     """FILE.png for one translation; FILE-1.png, FILE-2.png, ... for several."""
-    if path.suffix.lower() not in plotting.FORMATS:
-        raise TranslatorError(f"cannot tell the image format of {path}; end it in .png or .svg")
+    if path.suffix.lower() not in suffixes:
+        kind = "image format" if suffixes == plotting.FORMATS else "format"
+        raise TranslatorError(f"cannot tell the {kind} of {path}; end it in "
+                              f"{' or '.join(suffixes)}")
     if count == 1:
         return [path]
     return [path.with_name(f"{path.stem}-{n}{path.suffix}") for n in range(1, count + 1)]
 
 
-def draw_plots(args: argparse.Namespace, translations: list[Translation]) -> None:
-    """The heatmaps asked for, of every non-empty translation; their paths to stderr."""
+def draw_plots(args: argparse.Namespace, translations: list[Translation],
+               direction: str = "hi-en") -> None:
+    """The heatmaps (and explorer pages) asked for, of every non-empty translation; their
+    paths to stderr."""
     drawn = [t for t in translations if t.attention is not None]
     for option in PLOT_OPTIONS:
         path = getattr(args, option)
         if path is None:
             continue
-        for t, out in zip(drawn, plot_paths(path, len(drawn))):
-            if option == "plot":
+        for t, out in zip(drawn, plot_paths(path, len(drawn), PLOT_SUFFIXES[option])):
+            if option == "html":
+                explorer.write_explorer(out, t.attention, t.source_pieces, t.target_pieces,
+                                        t.source, t.text, layer=args.layer,
+                                        title=f"cross-attention explorer · {arrow(direction)}"
+                                        f" · beam {args.beam}")
+            elif option == "plot":
                 words = merge_to_words(select_attention(t.attention, args.layer),
                                        t.source_pieces, t.target_pieces)
                 plotting.plot_heatmap(words, out, title=describe_view(t.attention, args.layer))
@@ -185,10 +230,10 @@ def draw_plots(args: argparse.Namespace, translations: list[Translation]) -> Non
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    plots = [getattr(args, option) for option in PLOT_OPTIONS if getattr(args, option)]
+    plots = {option: getattr(args, option) for option in PLOT_OPTIONS if getattr(args, option)}
     try:
-        for path in plots:
-            plot_paths(path, 1)  # a bad suffix is caught before the translating
+        for option, path in plots.items():  # a bad suffix is caught before the translating
+            plot_paths(path, 1, PLOT_SUFFIXES[option])
         texts = read_inputs(args)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
         if plots:  # an unknown layer is caught before the translating too
@@ -200,7 +245,7 @@ def run_translate(args: argparse.Namespace) -> int:
             for warning in translation.warnings:
                 print(f"warning: input {number}: {warning}", file=sys.stderr)
             print(output_line(translation, args.json), flush=True)
-        draw_plots(args, translations)
+        draw_plots(args, translations, translator.direction)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -338,6 +383,41 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- plot-run
+
+
+def plot_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, nargs="?", default=None, metavar="RUN",
+                        help="run folder (default: runs/latest, the newest run)")
+    parser.add_argument("--curves-only", action="store_true",
+                        help="redraw only curves.png (no translating)")
+    parser.add_argument("--checkpoint", default="best",
+                        help="checkpoint for the showcase: best (default; last.pt if there is "
+                        "none), last, or a .pt file")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="beam size for the showcase (default: the run's "
+                        "train.test_beam_size, as at the end of training)")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+
+
+def run_plot_run(args: argparse.Namespace) -> int:
+    try:
+        run_dir = RunDir.find(args.run)
+        cfg = run_dir.read_config().train
+        draw_curves(run_dir, cfg.early_stopping_metric)
+        if args.curves_only:
+            return 0
+        if not run_dir.checkpoints():
+            say(f"{run_dir} has no checkpoint yet: the showcase heatmaps are not drawn")
+            return 0
+        beam = cfg.test_beam_size if args.beam is None else args.beam
+        draw_showcase(run_dir, beam, args.device, args.checkpoint)
+    except TranslatorError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 # ---------------------------------------------------------------- one command
 
 
@@ -351,6 +431,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "align": ("Word alignments from cross-attention.", align_arguments, run_align),
     "demo": ("The seeds' worked examples of attention, step by step.", demo_arguments,
              run_demo_command),
+    "plot-run": ("Redraw a run's pictures: RUN/curves.png (learning curves, from "
+                 "metrics.jsonl) and, if the run has a checkpoint, the showcase sentences' "
+                 "heatmaps and explorer pages in RUN/heatmaps/ (translated again).",
+                 plot_run_arguments, run_plot_run),
 }
 
 
@@ -381,12 +465,17 @@ def demo_main(argv: list[str] | None = None) -> int:
     return _command_main("demo", argv)
 
 
+def plot_run_main(argv: list[str] | None = None) -> int:
+    return _command_main("plot-run", argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m translator COMMAND ...: the subcommands above under one name."""
     parser = argparse.ArgumentParser(
         prog="python -m translator",
         description="A small Hindi–English Transformer: train it, translate and evaluate "
-        "with it, align words with its attention, and see attention worked by hand.")
+        "with it, align words with its attention, redraw a run's pictures, and see attention "
+        "worked by hand.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (description, add_arguments, run) in COMMANDS.items():
         command = commands.add_parser(name, help=description, description=description)

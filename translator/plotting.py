@@ -17,7 +17,6 @@ from functools import cache
 from pathlib import Path
 
 import matplotlib
-import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
@@ -31,7 +30,7 @@ from translator.alignment import (
     select_attention,
 )
 from translator.errors import TranslatorError
-from translator.translate import Translator
+from translator.translate import Translation, Translator
 
 FORMATS = (".png", ".svg")
 COLOUR_MAP = "Blues"
@@ -170,9 +169,17 @@ def plot_layers(attention: Tensor, source_pieces: Sequence[str], target_pieces: 
     return _grid(panels, path, title, columns=min(3, num_layers))
 
 
+def _round4(value):
+    """A number, or nested lists of them, to 4 decimals with Python's round, as
+    `WordAlignment.to_dict` rounds: the JSON holds 0.1235, not float32's 0.12349999696."""
+    if isinstance(value, list):
+        return [_round4(item) for item in value]
+    return round(value, 4)
+
+
 def _rounded(value):
     if isinstance(value, Tensor):
-        return torch.round(value.float(), decimals=4).tolist()
+        return _round4(value.float().tolist())
     return value
 
 
@@ -189,8 +196,8 @@ def save_alignment_json(alignment: WordAlignment, path: str | Path, **extra) -> 
 def all_heads_as_words(attention: Tensor, source_pieces: Sequence[str],
                        target_pieces: Sequence[str]) -> list[list[list[list[float]]]]:
     """[layers][heads] word-level matrices (EOS dropped), for notebooks and other tools."""
-    return [[merge_to_words(attention[layer, head], source_pieces, target_pieces).weights
-             .round(decimals=4).tolist() for head in range(attention.size(1))]
+    return [[_round4(merge_to_words(attention[layer, head], source_pieces, target_pieces)
+                     .weights.tolist()) for head in range(attention.size(1))]
             for layer in range(attention.size(0))]
 
 
@@ -217,23 +224,41 @@ def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_piece
     return paths
 
 
-def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path,
-                           beam_size: int = 1) -> list[Path]:
-    """Translate the showcase sentences (`translator.corpus.SHOWCASE`: the Hindi side for
-    hi-en, the English side for en-hi), each on its own, and draw each one's set
-    (`draw_attention`) into ``out_dir`` as showcase-1.*, showcase-2.*, ... Returns the files
-    written."""
-    direction = translator.direction
+def showcase_sources(direction: str) -> list[tuple[str, str]]:
+    """The showcase sentences (`translator.corpus.SHOWCASE`) as (source, reference) for a model
+    that translates ``direction``: the Hindi side is the source for hi-en; for en-hi the English
+    side is, so the seeds' own English sentences ("The mechanic fixed the scooter ...", "UPI
+    payment failed ...") are what an English→Hindi model is shown."""
     if direction not in ("hi-en", "en-hi"):
         raise ValueError(f"direction must be hi-en or en-hi, not {direction!r}")
+    return [(hindi, english) if direction == "hi-en" else (english, hindi)
+            for hindi, english in corpus.SHOWCASE]
+
+
+def translate_showcase(translator: Translator, beam_size: int = 1
+                       ) -> list[tuple[str, str, Translation]]:
+    """(source, reference, translation with its attention) of each showcase sentence in the
+    translator's direction, each translated on its own."""
+    return [(source, reference,
+             translator.translate([source], beam_size=beam_size, need_attention=True)[0])
+            for source, reference in showcase_sources(translator.direction)]
+
+
+def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path, beam_size: int = 1,
+                           showcase: list[tuple[str, str, Translation]] | None = None
+                           ) -> list[Path]:
+    """Draw each showcase sentence's set (`draw_attention`) into ``out_dir`` as showcase-1.*,
+    showcase-2.*, ...: the sentences of `translate_showcase` (the Hindi side for hi-en, the
+    English side for en-hi), or ``showcase``, its result, when the caller already has it.
+    Returns the files written."""
+    if showcase is None:
+        showcase = translate_showcase(translator, beam_size)
     paths = []
-    for number, (hindi, english) in enumerate(corpus.SHOWCASE, start=1):
-        source, reference = (hindi, english) if direction == "hi-en" else (english, hindi)
-        result = translator.translate([source], beam_size=beam_size, need_attention=True)[0]
+    for number, (source, reference, result) in enumerate(showcase, start=1):
         paths += draw_attention(result.attention, result.source_pieces, result.target_pieces,
                                 out_dir, f"showcase-{number}", source=source,
                                 translation=result.text, reference=reference,
-                                direction=direction, beam_size=beam_size)
+                                direction=translator.direction, beam_size=beam_size)
     return paths
 
 

@@ -9,7 +9,8 @@
         train.log                the same, plus sample translations
         test_scores.json         BLEU and chrF on the test split, with signatures
         test_hypotheses.txt      the translations those scores were computed from
-        heatmaps/                the showcase sentences' alignment heatmaps
+        curves.png               the learning curves drawn from metrics.jsonl
+        heatmaps/                the showcase sentences' alignment heatmaps and explorer pages
     runs/latest -> 20261130-061500
 
 Every module and script asks a `RunDir` for these paths instead of spelling them out.
@@ -74,6 +75,10 @@ class RunDir:
     @property
     def log_file(self) -> Path:
         return self.path / "train.log"
+
+    @property
+    def curves_file(self) -> Path:
+        return self.path / "curves.png"
 
     @property
     def heatmaps_dir(self) -> Path:
