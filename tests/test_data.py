@@ -182,6 +182,34 @@ def test_leakage_is_removed_or_only_reported(tmp_path):
     assert reported.report["test"]["kept"] == 1
 
 
+
+def test_train_sink_receives_the_train_pairs_in_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "BATCH_ROWS", 2)
+    rows = [*TRAIN, TRAIN[0], ("", "Empty."), *TRAIN[1:3]]
+    dev = [*DEV, (TRAIN[1][0], "Something else.")]
+    cfg = files_config(tmp_path, splits={"train": rows, "dev": dev, "test": TEST})
+    listed = load_splits(cfg)
+    batches = []
+    streamed = load_splits(cfg, train_sink=batches.append)
+    assert streamed.splits["train"] == [] and len(batches) > 1
+    assert [pair for batch in batches for pair in batch] == listed.splits["train"]
+    assert listed.splits["train"] == expected(TRAIN)
+    assert streamed.splits["dev"] == listed.splits["dev"] == expected(DEV)
+    assert streamed.report == listed.report
+    assert listed.report["train"]["duplicate"] == 3 and listed.report["dev"]["leaked"] == 1
+
+
+def test_data_fingerprint_follows_the_bytes_of_the_data(tmp_path):
+    cfg = files_config(tmp_path, "text")
+    first = data.data_fingerprint(cfg)
+    assert first == data.data_fingerprint(cfg) and len(first) == 32
+    english = tmp_path / "train.en"
+    english.write_text(english.read_text(encoding="utf-8").replace("home", "house"), "utf-8")
+    assert data.data_fingerprint(cfg) != first
+    assert data.data_fingerprint(DataConfig()) == data.data_fingerprint(DataConfig(max_rows=1))
+    streaming = DataConfig(source="hub", hub_id=str(tmp_path), streaming=True)
+    assert data.data_fingerprint(streaming) is None
+
 # --- bad data: one clear sentence naming the place ---------------------------------------
 
 
@@ -329,6 +357,34 @@ def test_real_load_dataset_streams_a_local_folder(hub_folder, monkeypatch):
     cfg = DataConfig(source="hub", hub_id=str(hub_folder), streaming=True)
     assert load_splits(cfg).splits["dev"] == expected(DEV)
 
+
+
+@pytest.fixture
+def offline_datasets_cache(tmp_path, monkeypatch):
+    """Real load_dataset on local folders, offline, caching into tmp_path."""
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+
+
+def test_real_load_dataset_reads_a_local_folder_in_batches(hub_folder, offline_datasets_cache,
+                                                           monkeypatch):
+    monkeypatch.setattr(data, "BATCH_ROWS", 3)
+    cfg = DataConfig(source="hub", hub_id=str(hub_folder))
+    assert load_splits(cfg).splits == {name: expected(rows) for name, rows in SPLITS.items()}
+    assert load_splits(DataConfig(source="hub", hub_id=str(hub_folder), max_rows=2)).splits[
+        "train"] == expected(TRAIN[:2])
+    with pytest.raises(DataError, match=r"row 1 has no field 'hi_IN' \(it has: en, hi\)"):
+        load_splits(DataConfig(source="hub", hub_id=str(hub_folder), hindi_field="hi_IN"))
+
+
+def test_hub_fingerprint_changes_with_the_dataset(hub_folder, offline_datasets_cache):
+    cfg = DataConfig(source="hub", hub_id=str(hub_folder))
+    first = data.data_fingerprint(cfg)
+    assert first == data.data_fingerprint(cfg)
+    table = pa.Table.from_pylist(rows_as_dicts(TRAIN[:2], nested=True))
+    pq.write_table(table, hub_folder / "train.parquet")
+    assert data.data_fingerprint(cfg) != first
 
 def test_offline_mode_fails_fast_with_advice(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

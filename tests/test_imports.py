@@ -30,6 +30,7 @@ ORDER = [
     "checkpoint",  # atomic checkpoint files
     "run_dir",  # RunDir: the run folder's paths, the newest run, runs/latest
     "tokenizer",  # SentencePiece
+    "encoded",  # token ids as arrays, and the prepared-data cache
     # the model
     "attention",  # the seeds' four steps, multi-head attention, the KV cache
     "model",  # the Transformer

@@ -256,3 +256,28 @@ def test_two_processes_under_torchrun_match_one_process(tmp_path):
     dev = {name: [m["dev_loss"] for m in metrics(tmp_path / name) if m["kind"] == "validation"]
            for name in ("one", "two")}
     assert dev["two"] == pytest.approx(dev["one"], rel=1e-3)
+
+
+def test_a_log_file_gets_one_plain_line_per_log_step_and_no_redraws(tmp_path):
+    """stderr redirected to a file (CI, nohup): no progress-bar redraws, a line per log step."""
+    done = run_command("--config", str(SMOKE), f"train.output_dir={tmp_path}",
+                       "train.run_name=logged", "train.max_steps=12", "train.log_every=4",
+                       "train.eval_every=100")
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("step ")
+                and "/12 " in line]
+    assert [line.split()[1] for line in progress] == ["4/12", "8/12", "12/12"]
+
+
+def test_the_time_limit_drives_the_linear_schedule_to_zero(tmp_path):
+    """train.max_minutes with the linear schedule: the run stops on time, and the learning
+    rate logged at its last step is (nearly) zero however many steps that was."""
+    run_dir, code = train(smoke_config(tmp_path, "train.run_name=timed", "train.max_steps=100000",
+                                       "train.max_minutes=0.15", "train.schedule=linear",
+                                       "train.warmup_steps=2", "train.log_every=1",
+                                       "train.eval_every=100000"))
+    assert code == 0
+    lines = [m for m in metrics(run_dir) if m["kind"] == "train"]
+    assert 2 < lines[-1]["step"] < 100000
+    assert lines[-1]["lr"] < 0.1 * max(m["lr"] for m in lines)

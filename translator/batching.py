@@ -9,9 +9,10 @@ decoding.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -36,7 +37,7 @@ class TokenBatchSampler:
 
     def __init__(
         self,
-        lengths: list[tuple[int, int]],
+        lengths: Sequence[tuple[int, int]] | np.ndarray,
         max_tokens: int,
         seed: int,
         shuffle: bool = True,
@@ -47,7 +48,8 @@ class TokenBatchSampler:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         if not 0 <= shard_index < num_shards:
             raise ValueError(f"shard_index {shard_index} is outside 0..{num_shards - 1}")
-        self.lengths = list(lengths)
+        # [n, 2] (source, target) lengths: 16 bytes a pair, sorted by numpy each epoch
+        self.lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
         self.max_tokens = max_tokens
         self.seed = seed
         self.shuffle = shuffle
@@ -55,37 +57,46 @@ class TokenBatchSampler:
         self.shard_index = shard_index
         self.epoch = 0
         self.position = 0
-        # The batch count depends only on the sorted lengths, so any epoch gives it.
-        self._batches_per_shard = len(self._global_batches(0)) // num_shards
+        self._batches_per_shard: int | None = None  # counted on first use
+        self._cached: tuple[int, list[list[int]]] | None = None  # one epoch's batches
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
         order = list(range(len(self.lengths)))
         rng = random.Random(f"{self.seed}:{epoch}")
         if self.shuffle:
             rng.shuffle(order)
-        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
-        batches: list[list[int]] = []
-        batch: list[int] = []
-        longest_source = longest_target = 0
-        for index in order:
-            source_len, target_len = self.lengths[index]
-            new_source = max(longest_source, source_len)
-            new_target = max(longest_target, target_len)
-            if batch and (len(batch) + 1) * (new_source + new_target) > self.max_tokens:
-                batches.append(batch)
-                batch, new_source, new_target = [], source_len, target_len
-            batch.append(index)
+        # Sort by (source, target) length; lexsort is stable, so ties keep their random order.
+        shuffled = np.asarray(order, dtype=np.int64)
+        keys = self.lengths[shuffled]
+        ordered = shuffled[np.lexsort((keys[:, 1], keys[:, 0]))]
+        sources, targets = self.lengths[ordered].T.tolist() if len(ordered) else ([], [])
+        # Cut greedily: a batch grows while its padded size stays within max_tokens.
+        cuts: list[int] = []
+        size = longest_source = longest_target = 0
+        for position, (source_len, target_len) in enumerate(zip(sources, targets)):
+            new_source = source_len if source_len > longest_source else longest_source
+            new_target = target_len if target_len > longest_target else longest_target
+            if size and (size + 1) * (new_source + new_target) > self.max_tokens:
+                cuts.append(position)
+                size, new_source, new_target = 0, source_len, target_len
+            size += 1
             longest_source, longest_target = new_source, new_target
-        if batch:
-            batches.append(batch)
+        batches = [batch.tolist() for batch in np.split(ordered, cuts)] if size else []
         if self.shuffle:
             rng.shuffle(batches)
         return batches
 
+    def _all_batches(self, epoch: int) -> list[list[int]]:
+        """`_global_batches(epoch)`, kept for the next call (counting the batches and then
+        iterating the same epoch, as a run does at its start, costs one sort, not two)."""
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, self._global_batches(epoch))
+        return self._cached[1]
+
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This shard's batches of `epoch`, in order."""
-        batches = self._global_batches(epoch)[self.shard_index :: self.num_shards]
-        return batches[: self._batches_per_shard]
+        batches = self._all_batches(epoch)[self.shard_index :: self.num_shards]
+        return batches[: len(self)]
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.epoch_batches(self.epoch)
@@ -97,6 +108,9 @@ class TokenBatchSampler:
         self.position = 0
 
     def __len__(self) -> int:
+        if self._batches_per_shard is None:
+            # The batch count depends only on the sorted lengths, so any epoch gives it.
+            self._batches_per_shard = len(self._all_batches(self.epoch)) // self.num_shards
         return self._batches_per_shard
 
     def state_dict(self) -> dict[str, int]:

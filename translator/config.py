@@ -62,6 +62,11 @@ class DataConfig:
     max_length_ratio: float = 3.0  # max (words+1) ratio between sides for train pairs; 0 = off
     dedupe: bool = True  # drop repeated identical train pairs
     remove_leakage: bool = True  # drop dev/test pairs whose source or target occurs in train
+    # the prepared-data cache (translator/encoded.py): the clean splits, the tokenizer and the
+    # encoded train split, each kept under a key of the data and settings it was made from, so
+    # that a second run or a resume on the same data starts training at once
+    cache: bool = True  # False: prepare everything again, in memory, for every run
+    cache_dir: str | None = None  # the cache folder; None: <train.output_dir>/cache
 
 
 @dataclass
@@ -72,6 +77,14 @@ class TokenizerConfig:
     model_type: str = "unigram"  # "unigram" | "bpe"
     joint: bool = True  # one vocabulary shared by both languages; False: one model per side
     character_coverage: float = 1.0  # share of characters given their own piece (rest: bytes)
+    # SentencePiece trains on a sample of the train split: this many sentences (both sides of
+    # a joint model together; 0: all), picked at random, or the first ones if shuffle is off
+    input_sentence_size: int = 1_000_000
+    shuffle_input_sentence: bool = True
+
+    def __post_init__(self) -> None:
+        if 0 < self.input_sentence_size <= 100:  # SentencePiece's own limit
+            raise ValueError("input_sentence_size must be 0 (all sentences) or above 100")
 
 
 @dataclass

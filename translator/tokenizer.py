@@ -25,8 +25,6 @@ from translator.errors import TranslatorError
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 CONFIG_FILE = "tokenizer.json"
 MODEL_TYPES = ("unigram", "bpe")
-# SentencePiece samples this many sentences for training; more adds time, not quality.
-MAX_TRAINING_SENTENCES = 2_000_000
 
 
 class TokenizerError(TranslatorError):
@@ -58,8 +56,8 @@ def _train_model(cfg: TokenizerConfig, texts: Iterable[str]) -> spm.SentencePiec
             # characters and break decode(encode(x)) == x.
             normalization_rule_name="identity",
             hard_vocab_limit=False,  # a small corpus gets fewer pieces instead of an error
-            input_sentence_size=MAX_TRAINING_SENTENCES,
-            shuffle_input_sentence=True,
+            input_sentence_size=cfg.input_sentence_size,  # a sample of the texts given
+            shuffle_input_sentence=cfg.shuffle_input_sentence,
             minloglevel=2,  # errors only: no page of progress logging
         )
     except RuntimeError as error:

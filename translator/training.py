@@ -24,22 +24,24 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from translator.batching import Batch, TokenBatchSampler, alignment_targets, make_batch
+from translator.batching import Batch, TokenBatchSampler, alignment_targets
 from translator.config import Config, ModelConfig, TrainConfig, config_to_dict
-from translator.data import Pair, WordLinks, load_splits, load_train_links
+from translator.data import Pair, WordLinks, load_train_links
 from translator.device import autocast, resolve_device, resolve_precision
+from translator.encoded import EncodedCorpus, prepare_data
 from translator.errors import TranslatorError
 from translator.links import Link, LinksError, piece_links, swap
 from translator.metrics import corpus_scores
@@ -215,32 +217,28 @@ def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Te
 
 @dataclass
 class EncodedSplit:
-    pairs: list[Pair]
-    source_ids: list[list[int]]
-    target_ids: list[list[int]]
+    pairs: Sequence[Pair]
+    ids: EncodedCorpus  # the pairs' token ids, as arrays (translator.encoded)
     # per pair, (source piece, target piece) links for guided alignment, or None
     piece_links: list[list[Link] | None] | None = None
 
-    def lengths(self) -> list[tuple[int, int]]:
-        return [(len(s) + 1, len(t) + 1) for s, t in zip(self.source_ids, self.target_ids)]
+    @property
+    def source_ids(self) -> Sequence[list[int]]:
+        return self.ids.source_ids
+
+    @property
+    def target_ids(self) -> Sequence[list[int]]:
+        return self.ids.target_ids
+
+    def lengths(self) -> np.ndarray:
+        return self.ids.lengths()
 
     def batch(self, indices: list[int], tokenizer: Tokenizer, device: torch.device) -> Batch:
-        batch = make_batch([self.source_ids[i] for i in indices],
-                           [self.target_ids[i] for i in indices],
-                           tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        batch = self.ids.batch(indices, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
         if self.piece_links is not None:
             batch.alignment = alignment_targets([self.piece_links[i] for i in indices],
                                                 batch.target_output.size(1), batch.source.size(1))
         return batch.to(device)
-
-
-def encode_split(pairs: list[Pair], tokenizer: Tokenizer, max_tokens: int) -> EncodedSplit:
-    """Token ids per side, cut to what the positional table can hold (EOS/BOS included)."""
-    return EncodedSplit(
-        pairs,
-        [tokenizer.encode_source(p.source)[: max_tokens - 1] for p in pairs],
-        [tokenizer.encode_target(p.target)[: max_tokens - 1] for p in pairs],
-    )
 
 
 def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer, links: WordLinks,
@@ -279,7 +277,7 @@ class Run:
     world_size: int
     device: torch.device
     precision: str  # fp32, bf16 or fp16, as resolved for the device
-    splits: dict[str, list[Pair]]
+    splits: dict[str, Sequence[Pair]]  # the clean pairs (train read from the cache if asked)
     tokenizer: Tokenizer
     train_data: EncodedSplit
     dev_data: EncodedSplit
@@ -302,17 +300,6 @@ def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConf
                                target_vocab_size=tokenizer.target_vocab_size,
                                pad_id=tokenizer.pad_id,
                                share_embeddings=model.share_embeddings and tokenizer.joint)
-
-
-def build_tokenizer(config: Config, train: list[Pair], run_dir: RunDir, resume: bool,
-                    rank: int) -> Tokenizer:
-    """Train SentencePiece on the train split (rank 0, new runs only), then load it."""
-    if not resume and rank == 0:
-        Tokenizer.train(config.tokenizer, [p.source for p in train], [p.target for p in train],
-                        run_dir.tokenizer_dir)
-    if dist.is_initialized():
-        dist.barrier()
-    return Tokenizer.load(run_dir.tokenizer_dir)
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, budget: Budget
@@ -340,13 +327,13 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     if rank == 0:
         run_dir.checkpoints_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(run_dir if rank == 0 else None)
-    loaded = load_splits(config.data)
-    log.info("data: %s", loaded.summary().replace("\n", "; "))
-    tokenizer = build_tokenizer(config, loaded.splits["train"], run_dir, resume, rank)
+    # clean splits, tokenizer (trained on rank 0 of a new run) and token ids, from the cache
+    prepared = prepare_data(config, run_dir.tokenizer_dir, resume, rank)
+    log.info("data: %s", prepared.summary().replace("\n", "; "))
+    tokenizer = prepared.tokenizer
     config = dataclasses.replace(config, model=resolved_model_config(config.model, tokenizer))
-    max_tokens = config.model.max_positions
-    train_data = encode_split(loaded.splits["train"], tokenizer, max_tokens)
-    dev_data = encode_split(loaded.splits["dev"], tokenizer, max_tokens)
+    train_data = EncodedSplit(prepared.train_pairs, prepared.train)
+    dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
     if cfg.alignment_weight > 0:
         train_data.piece_links = pair_piece_links(train_data, tokenizer,
                                                   load_train_links(config.data),
@@ -360,7 +347,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
                                 num_shards=world_size, shard_index=rank)
-    return Run(config, run_dir, rank, world_size, device, precision, loaded.splits, tokenizer,
+    return Run(config, run_dir, rank, world_size, device, precision, prepared.splits, tokenizer,
                train_data, dev_data, model, optimizer, scheduler, scaler, sampler, budget)
 
 
