@@ -64,9 +64,11 @@ class TrainingError(TranslatorError):
 
 
 def init_distributed() -> tuple[int, int]:
-    """(rank, world size); starts the process group when launched by torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
+    """(rank, world size); starts the process group when launched by torchrun, also for one
+    process (torchrun --nproc_per_node=1 runs the DDP code path)."""
+    if "WORLD_SIZE" in os.environ and not dist.is_initialized():
+        if torch.cuda.is_available():  # first: NCCL's collectives run on the current GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -370,7 +372,7 @@ class Trainer:
         self.train_model: nn.Module = run.model
         if self.cfg.compile:
             self.train_model = torch.compile(run.model)
-        if run.world_size > 1:
+        if dist.is_initialized():  # under torchrun, one process too
             device_ids = [run.device.index] if run.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.train_model,
                                                                    device_ids=device_ids)

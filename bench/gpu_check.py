@@ -1,0 +1,852 @@
+"""The GPU path in one command (issue 16): CUDA tests, Transformer-base training speed in bf16
+eager and compiled, DDP over NCCL under torchrun, and FLORES decoding speed.
+
+    python3 bench/gpu_check.py --prepare                   # here, once: data + 32k tokenizer
+    python3 bench/gpu_check.py --out DIR                   # on the GPU: about 7 minutes
+    python3 bench/gpu_check.py --out DIR --cpu-rehearsal   # here: the same steps, tiny, gloo
+
+Steps, in order, each guarded so that a failure is logged and the rest still run:
+
+    environment     torch, CUDA, the GPU; whether `datasets` and the Devanagari font exist
+    data            the prepared folder (--data): train/dev/FLORES text files and the tokenizer
+    cuda_tests      python -m pytest -m cuda tests/test_cuda.py (cuda_tests.log)
+    matmul_peak     the best bf16 rate of a large torch.matmul, measured in this run
+    train_eager     the configs/iitb.yaml model, bf16 autocast, --seconds of timed steps
+    train_compile   the same with train.compile=true (warm-up steps, compilation included,
+                    are timed apart)
+    torchrun_ddp    torchrun --nproc_per_node=1: NCCL (gloo on a CPU), DistributedDataParallel,
+                    the Trainer's own loop with validation and checkpoints (torchrun.log)
+    decode          greedy and beam 5 over FLORES dev with the compiled run's weights
+    profile         a few more eager steps under torch.profiler: the optimiser's, attention's
+                    and data's shares (last, since the profiler's bookkeeping takes a while)
+
+Everything it writes goes to --out (at most 8 files, no folders: what the device tool brings
+back): results.md (the tables), results.json (every number), gpu_check.log (this log),
+cuda_tests.log, torchrun.log, flores-dev-greedy.en, flores-dev-beam5.en. Run folders and
+checkpoints go to --work (a temporary folder by default). Exit code 0 when every step passed.
+
+Model FLOPs are the matmul FLOPs of the padded batches (bench/train_speed.py's formula, checked
+there against torch.utils.flop_counter); the fraction of peak divides them, per second, by the
+matmul rate measured in the same run. tokens/s counts non-pad source + target tokens.
+
+The data (--prepare, from ../shared/data/public and the embedded corpus): train = the embedded
+train split plus Tatoeba, TICO-19, NTREX-128, the Joshua Wikipedia set (4 references), UD PUD,
+the XQuAD questions and contexts and the 30 WPT-05 pairs; dev = IITB dev (newsdev2014);
+FLORES dev (997 sentences) only for decoding; and a 32,000-piece joint SentencePiece model
+trained on that train split, so the GPU spends no time on it. The GPU image lacks `datasets`
+and the Devanagari font package: this path imports neither (the rehearsal blocks both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled (as on the GPU machine)
+sys.path.insert(1, str(ROOT / "bench"))
+
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from train_speed import training_flops  # noqa: E402
+
+from translator.batching import Batch, TokenBatchSampler  # noqa: E402
+from translator.config import Config, ModelConfig, load_config, save_config  # noqa: E402
+from translator.corpus import read_split  # noqa: E402
+from translator.data import load_splits  # noqa: E402
+from translator.device import autocast  # noqa: E402
+from translator.metrics import corpus_scores  # noqa: E402
+from translator.run_dir import RunDir  # noqa: E402
+from translator.tokenizer import Tokenizer  # noqa: E402
+from translator.training import Run, Trainer, build_run  # noqa: E402
+from translator.translate import translate  # noqa: E402
+
+IITB = ROOT / "configs" / "iitb.yaml"
+DATA = ROOT / "bench" / "results" / "gpu-check-data"
+PUBLIC = [ROOT / "shared" / "data" / "public", ROOT.parent / "shared" / "data" / "public"]
+TRAIN_SETS = ["tatoeba_manythings/train", "tico19/test", "ntrex128/test", "joshua_wiki/train4",
+              "ud_pud/test", "xquad/questions", "xquad/contexts", "wpt05_align_dev/dev"]
+DEV_SET, DECODE_SET = "iitb_wmt14/dev", "flores/dev"
+TOKENIZER_VOCAB = 32_000  # configs/iitb.yaml's
+NOT_ON_THE_GPU = ("datasets", "fontpkg_noto_sans_devanagari")  # packages the GPU image lacks
+SWEEP_SECONDS = 15.0  # timed per --sweep-batch-tokens size
+TARGETS = {"train_compile": 0.35, "train_eager": 0.20}  # of the bf16 matmul peak (issue 16)
+
+
+@dataclass
+class Plan:
+    """What the steps do: the GPU check, or its CPU rehearsal."""
+
+    rehearsal: bool
+    device: str  # "cuda" or "cpu"
+    backend: str  # what torchrun's process group must be: "nccl" or "gloo"
+    model_overrides: list[str]  # on configs/iitb.yaml's model
+    vocab_size: int  # SentencePiece pieces
+    train_lines: int | None  # train pairs used (None: all)
+    batch_tokens: int
+    seconds: float  # timed training per run
+    warmup_steps: dict[str, int]  # untimed steps before the timed window, per run
+    matmul_size: int
+    profile_steps: int
+    ddp_steps: int
+    ddp_eval_sentences: int  # dev sentences its validation translates
+    decode_sentences: int | None  # FLORES dev sentences decoded (None: all 997)
+    decode_seconds: float  # a search stops after the chunk that passes this
+    timeout_s: int  # for each subprocess (the tests, torchrun)
+    budget_s: float  # decoding shrinks to what is left of it
+    extra: list[str] = field(default_factory=list)  # more config overrides, from the command
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    if args.cpu_rehearsal:
+        return Plan(rehearsal=True, device="cpu", backend="gloo",
+                    model_overrides=["model.d_model=64", "model.heads=8", "model.layers=1",
+                                     "model.d_ff=128", "model.max_positions=256",
+                                     "model.attention_dropout=0.0"],  # the fused kernel on CPUs
+                    vocab_size=1000, train_lines=4000, batch_tokens=args.batch_tokens or 1000,
+                    seconds=args.seconds or 2.0, warmup_steps={"eager": 1, "compile": 2},
+                    matmul_size=256, profile_steps=2, ddp_steps=10, ddp_eval_sentences=5,
+                    decode_sentences=16, decode_seconds=15.0, timeout_s=300, budget_s=300.0,
+                    extra=args.overrides)
+    return Plan(rehearsal=False, device="cuda", backend="nccl", model_overrides=[],
+                vocab_size=TOKENIZER_VOCAB, train_lines=None,
+                batch_tokens=args.batch_tokens or 25_000, seconds=args.seconds or 90.0,
+                warmup_steps={"eager": 3, "compile": 10}, matmul_size=8192, profile_steps=3,
+                ddp_steps=50, ddp_eval_sentences=50, decode_sentences=None,
+                decode_seconds=60.0, timeout_s=240, budget_s=420.0, extra=args.overrides)
+
+
+# ---------------------------------------------------------------- the report
+
+
+class Report:
+    """The log (printed and written to gpu_check.log) and the results, rewritten after every
+    step so that a run cut short still leaves every finished step's numbers."""
+
+    def __init__(self, out: Path, plan: Plan, command: str) -> None:
+        self.out, self.plan, self.started = out, plan, time.time()
+        self.log_file = (out / "gpu_check.log").open("a", encoding="utf-8")
+        self.results: dict[str, Any] = {
+            "command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "plan": asdict(plan), "steps": {}}
+
+    def log(self, message: str) -> None:
+        line = f"[{time.time() - self.started:6.1f}s] {message}"
+        print(line, flush=True)
+        self.log_file.write(line + "\n")
+        self.log_file.flush()
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[dict[str, Any]]:
+        """Run one step: its numbers go into the dict it yields; an exception is logged with
+        its traceback and marks the step failed, and the next step runs."""
+        record: dict[str, Any] = {"status": "running"}
+        self.results["steps"][name] = record
+        self.log(f"== {name}")
+        started = time.time()
+        try:
+            yield record
+            if record["status"] == "running":
+                record["status"] = "ok"
+        except Exception as error:  # noqa: BLE001 (one step's failure must not end the run)
+            record["status"] = "failed"
+            record["error"] = f"{type(error).__name__}: {error}"
+            self.log_file.write(traceback.format_exc())
+            self.log(f"{name} FAILED: {record['error']}")
+        finally:
+            record["seconds"] = round(time.time() - started, 1)
+            self.log(f"{name}: {record['status']} in {record['seconds']:.1f} s")
+            if torch.cuda.is_available():
+                gc.collect()
+                torch.cuda.empty_cache()
+            self.write()
+
+    def write(self) -> None:
+        self.results["total_seconds"] = round(self.elapsed, 1)
+        (self.out / "results.json").write_text(json.dumps(self.results, indent=2) + "\n")
+        (self.out / "results.md").write_text(results_table(self.results), encoding="utf-8")
+
+    def close(self) -> None:
+        self.write()
+        self.log_file.close()
+
+
+def _get(record: dict[str, Any], key: str, form: str = "{}", scale: float = 1.0) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return form.format(value * scale)
+    return str(value)
+
+
+def results_table(results: dict[str, Any]) -> str:
+    """results.md: what ran, then one table per kind of number."""
+    steps = results["steps"]
+    env = steps.get("environment", {})
+    lines = [f"# GPU check: {env.get('device_name', '?')}, torch {env.get('torch', '?')}, "
+             f"CUDA {env.get('cuda', '-')}",
+             "", f"{results['date']}; `{results['command']}`; "
+             f"{results.get('total_seconds', 0):.0f} s in all"
+             + ("; **CPU rehearsal** (tiny model, gloo)" if results["plan"]["rehearsal"] else ""),
+             "", "| step | status | seconds | what it found |", "| --- | --- | ---: | --- |"]
+    for name, record in steps.items():
+        lines.append(f"| {name} | {record['status']} | {_get(record, 'seconds', '{:.0f}')} "
+                     f"| {record.get('summary') or record.get('error', '')} |")
+    runs = [(name.removeprefix("train_"), steps[name], TARGETS[name])
+            for name in ("train_eager", "train_compile")
+            if "tokens_per_second" in steps.get(name, {})]
+    runs += [(f"compile, {r['batch_tokens']:,} tokens", r, TARGETS["train_compile"])
+             for r in steps.get("train_compile", {}).get("sweep", []) if "tokens_per_second" in r]
+    if runs:
+        model = runs[0][1].get("model", "")
+        peak = steps.get("matmul_peak", {}).get("tflops")
+        lines += ["", f"## Training: {model}; bf16 autocast; {results['plan']['batch_tokens']:,}"
+                  "-token batches", "",
+                  f"matmul peak measured in this run: {peak:,.1f} TFLOP/s"
+                  if peak is not None else "matmul peak: not measured", "",
+                  "| run | timed steps | tokens/s | ms/step (median, max) | model TFLOP/s "
+                  "| of matmul peak | target | peak memory GiB | warm-up s | loss first → last |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
+        for name, record, target in runs:
+            fraction = record.get("fraction_of_peak")
+            verdict = "" if fraction is None else ("✔" if fraction >= target else "✘")
+            lines.append(
+                f"| {name} | {record['steps']:,} "
+                f"| {record['tokens_per_second']:,.0f} "
+                f"| {record['ms_per_step_median']:,.1f}, {record['ms_per_step_max']:,.0f} "
+                f"| {record['model_tflops']:,.2f} | {_get(record, 'fraction_of_peak', '{:.1%}')} "
+                f"| ≥ {target:.0%} {verdict} | {_get(record, 'peak_memory_gib', '{:.1f}')} "
+                f"| {record['warmup_seconds']:.1f} "
+                f"| {record['loss_first']:.3f} → {record['loss_last']:.3f} |")
+    profile = steps.get("profile", {})
+    if "shares" in profile:
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in profile["shares"].items())
+        lines += ["", f"Profile of {profile['steps']} eager steps ({profile['basis']}): {shares}."]
+    ddp = steps.get("torchrun_ddp", {})
+    if "steps" in ddp:
+        lines += ["", "## torchrun --nproc_per_node=1", "",
+                  "| backend | DDP-wrapped | steps | seconds (fit) | steps/s | loss first → last "
+                  "| dev loss |", "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+                  f"| {ddp['backend']} | {ddp['ddp']} | {ddp['steps']} | {ddp['fit_seconds']:.1f} "
+                  f"| {ddp['steps_per_second']:.2f} | {ddp['loss_first']:.3f} → "
+                  f"{ddp['loss_last']:.3f} | {_get(ddp, 'dev_loss', '{:.3f}')} |"]
+    decode = steps.get("decode", {})
+    if decode.get("searches"):
+        lines += ["", f"## Decoding FLORES dev ({decode.get('weights', '')})", "",
+                  "| search | sentences | seconds | sentences/s | BLEU | chrF |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for search in decode["searches"]:
+            lines.append(f"| {search['search']} | {search['sentences']} "
+                         f"| {search['seconds']:.1f} | {search['sentences_per_second']:.1f} "
+                         f"| {search['bleu']:.1f} | {search['chrf']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- the data
+
+
+def public_dir() -> Path | None:
+    return next((path for path in PUBLIC if path.is_dir()), None)
+
+
+def _lines(path: Path) -> list[str]:
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _write_pair(prefix: Path, hindi: list[str], english: list[str]) -> None:
+    if len(hindi) != len(english):
+        raise ValueError(f"{prefix}: {len(hindi)} Hindi lines against {len(english)} English")
+    for suffix, lines in ((".hi", hindi), (".en", english)):
+        prefix.with_name(prefix.name + suffix).write_text("".join(f"{line}\n" for line in lines),
+                                                          encoding="utf-8")
+
+
+def prepare_files(data: Path, public: Path | None, say=print) -> None:
+    """Text files (PREFIX.hi + PREFIX.en) of train, dev and FLORES dev in ``data``. Without
+    the public sets (``public`` None, as in CI), the embedded corpus alone, its test split
+    standing in for FLORES: enough for the rehearsal, not for the GPU check."""
+    data.mkdir(parents=True, exist_ok=True)
+    embedded = {split: read_split(split) for split in ("train", "dev", "test")}
+    hindi = [h for h, _, _ in embedded["train"]]
+    english = [e for _, e, _ in embedded["train"]]
+    for name in TRAIN_SETS if public else []:
+        hindi += _lines(public / f"{name}.hi")
+        english += _lines(public / f"{name}.en")
+    _write_pair(data / "train", hindi, english)
+    for target, name, split in (("dev", DEV_SET, "dev"), ("flores-dev", DECODE_SET, "test")):
+        if public:
+            _write_pair(data / target, _lines(public / f"{name}.hi"),
+                        _lines(public / f"{name}.en"))
+        else:
+            _write_pair(data / target, [h for h, _, _ in embedded[split]],
+                        [e for _, e, _ in embedded[split]])
+    sources = (f"train: the embedded train split, {', '.join(TRAIN_SETS)}\ndev: {DEV_SET}\n"
+               f"decoding: {DECODE_SET}\nfrom {public}" if public else
+               "train, dev: the embedded corpus's; decoding: its test split (no public sets)")
+    (data / "SOURCES.txt").write_text(f"{sources}\nwritten by bench/gpu_check.py\n")
+    say(f"data: {len(hindi):,} train pairs written to {data}")
+
+
+def prepare_tokenizer(data: Path, plan: Plan, work: Path, say=print) -> None:
+    """data/tokenizer: the joint SentencePiece model of the train split as training loads it
+    (normalised and filtered), with plan.vocab_size pieces."""
+    started = time.time()
+    config = check_config(plan, data, work, "tokenizer", compile_model=False)
+    train = load_splits(config.data).splits["train"]
+    tokenizer = Tokenizer.train(config.tokenizer, [p.source for p in train],
+                                [p.target for p in train], data / "tokenizer")
+    say(f"tokenizer: {tokenizer.source_vocab_size:,} pieces from {len(train):,} pairs in "
+        f"{time.time() - started:.0f} s")
+
+
+def rehearsal_data(data: Path, work: Path, plan: Plan) -> Path:
+    """The first plan.train_lines train pairs, 100 dev pairs and plan.decode_sentences FLORES
+    sentences in work/data, with a small tokenizer trained on them."""
+    small = work / "data"
+    small.mkdir(parents=True, exist_ok=True)
+    for prefix, count in (("train", plan.train_lines), ("dev", 100),
+                          ("flores-dev", plan.decode_sentences)):
+        _write_pair(small / prefix, _lines(data / f"{prefix}.hi")[:count],
+                    _lines(data / f"{prefix}.en")[:count])
+    prepare_tokenizer(small, plan, work)
+    return small
+
+
+def check_config(plan: Plan, data: Path, work: Path, name: str, compile_model: bool,
+                 *more: str) -> Config:
+    """configs/iitb.yaml on the prepared local files, bf16, no test split, no heatmaps."""
+    return load_config(IITB, [
+        "data.source=files", f"data.train_path={data / 'train'}",
+        f"data.dev_path={data / 'dev'}", "data.test_path=null",
+        f"tokenizer.vocab_size={plan.vocab_size}", *plan.model_overrides,
+        f"train.device={plan.device}", "train.precision=bf16", f"train.compile={compile_model}",
+        f"train.batch_tokens={plan.batch_tokens}", "train.accumulate=1",
+        f"train.output_dir={work}", f"train.run_name={name}", "train.heatmaps=false",
+        "train.warmup_steps=300",  # so that 90 s of training gives weights worth decoding
+        *(["train.threads=1"] if plan.rehearsal else []), *plan.extra, *more])
+
+
+def new_run(plan: Plan, data: Path, work: Path, name: str, compile_model: bool,
+            *more: str) -> Run:
+    """build_run with the prepared tokenizer (resume=True reuses a run's tokenizer)."""
+    run_dir = RunDir(work / name)
+    if run_dir.path.exists():
+        shutil.rmtree(run_dir.path)
+    shutil.copytree(data / "tokenizer", run_dir.tokenizer_dir)
+    return build_run(check_config(plan, data, work, name, compile_model, *more), run_dir,
+                     resume=True)
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def gpu_memory_baseline() -> int:
+    """What is allocated now, with the peak counter reset to it."""
+    if not torch.cuda.is_available():
+        return 0
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_allocated()
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def environment(record: dict[str, Any]) -> None:
+    import importlib.util
+
+    import sacrebleu
+    import sentencepiece
+
+    record.update(python=platform.python_version(), torch=torch.__version__,
+                  cuda=torch.version.cuda, sentencepiece=sentencepiece.__version__,
+                  sacrebleu=sacrebleu.__version__, cpus=os.cpu_count())
+    for name in NOT_ON_THE_GPU:
+        record[f"{name}_installed"] = importlib.util.find_spec(name) is not None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        record.update(device_name=props.name, capability=f"{props.major}.{props.minor}",
+                      memory_gib=round(props.total_memory / 2**30, 1),
+                      bf16_supported=torch.cuda.is_bf16_supported(),
+                      nccl=str(torch.cuda.nccl.version()),
+                      cudnn=torch.backends.cudnn.version())
+    else:
+        record["device_name"] = f"CPU ({platform.processor() or platform.machine()})"
+    record["summary"] = (f"{record['device_name']}; torch {record['torch']}, CUDA "
+                         f"{record['cuda']}, Python {record['python']}")
+
+
+def run_tests(plan: Plan, out: Path, env: dict[str, str], record: dict[str, Any]) -> None:
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda", "-p",
+               "no:cacheprovider", "tests/test_cuda.py"]
+    if plan.rehearsal:
+        env = {**env, "TRANSLATOR_CUDA_TESTS_ON_CPU": "1"}
+    with (out / "cuda_tests.log").open("w", encoding="utf-8") as log:
+        result = subprocess.run(command, cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, timeout=plan.timeout_s)
+    tail = _lines(out / "cuda_tests.log")
+    summary = next((line.strip("= ") for line in reversed(tail) if " in " in line
+                    and ("passed" in line or "failed" in line or "error" in line)), "no summary")
+    record.update(returncode=result.returncode, summary=summary)
+    if result.returncode != 0:
+        raise RuntimeError(f"pytest exited with {result.returncode}: {summary}")
+    if "skipped" in summary and not plan.rehearsal:
+        raise RuntimeError(f"CUDA tests were skipped: {summary}")
+
+
+def matmul_peak(plan: Plan, record: dict[str, Any]) -> float:
+    """Best bf16 FLOP/s of a size³ torch.matmul on random data (the fraction-of-peak divisor)."""
+    size, device = plan.matmul_size, torch.device(plan.device)
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    repeats = 20 if device.type == "cuda" else 3
+    for _ in range(3):
+        torch.matmul(a, b)
+    best = math.inf
+    for _ in range(5):
+        synchronize()
+        started = time.perf_counter()
+        for _ in range(repeats):
+            torch.matmul(a, b)
+        synchronize()
+        best = min(best, (time.perf_counter() - started) / repeats)
+    flops = 2 * size**3 / best
+    record.update(size=size, tflops=round(flops / 1e12, 6),
+                  summary=f"{flops / 1e12:,.1f} TFLOP/s ({size}³ bf16, best of 5 × {repeats})")
+    return flops
+
+
+def counted(batches: Iterator[Batch], config: ModelConfig, pad_id: int,
+            seen: list[dict[str, int]]) -> Iterator[Batch]:
+    """The trainer's batches, each one's shape, tokens and matmul FLOPs noted in ``seen``."""
+    for batch in batches:
+        seen.append({"flops": training_flops(config, batch),
+                     "sentences": batch.source.size(0),
+                     "padded": batch.source.numel() + batch.target_input.numel(),
+                     "tokens": batch.num_target_tokens + int((batch.source != pad_id).sum())})
+        yield batch
+
+
+def timed_training(name: str, run: Run, trainer: Trainer, warmup_steps: int, seconds: float,
+                   peak: float | None, baseline: int, record: dict[str, Any],
+                   say) -> Iterator[Batch]:
+    """Warm-up steps, then ``seconds`` of timed steps; tokens/s, FLOP/s, losses, and the peak
+    GPU memory above ``baseline`` (what was allocated before the run was built). Returns the
+    batches, to go on with."""
+    config = run.config.model
+    seen: list[dict[str, int]] = []
+    batches = counted(trainer.batches(), config, run.tokenizer.pad_id, seen)
+    record["model"] = (f"{config.layers}+{config.num_decoder_layers} layers, d_model "
+                       f"{config.d_model}, {config.heads} heads, d_ff {config.d_ff}, vocab "
+                       f"{config.target_vocab_size:,}, {run.model.num_parameters():,} parameters")
+    started = time.perf_counter()
+    warmup = []
+    for _ in range(warmup_steps):
+        step_started = time.perf_counter()
+        trainer.train_step(batches)
+        warmup.append(time.perf_counter() - step_started)
+    synchronize()
+    record["warmup_seconds"] = round(time.perf_counter() - started, 2)
+    record["warmup_step_seconds"] = [round(s, 2) for s in warmup]
+    say(f"{name}: warm-up {record['warmup_seconds']:.1f} s "
+        f"({', '.join(f'{s:.2f}' for s in warmup)} s per step)")
+    first = len(seen)
+    losses, times = [], []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        step_started = time.perf_counter()
+        loss, _ = trainer.train_step(batches)
+        times.append(time.perf_counter() - step_started)
+        losses.append(loss)
+        if len(times) % 100 == 0:
+            say(f"{name}: {len(times)} steps, loss {loss:.3f}")
+    synchronize()
+    seconds = time.perf_counter() - started
+    record["batch_tokens"] = run.sampler.max_tokens
+    window = seen[first:]
+    tokens = sum(b["tokens"] for b in window)
+    flops = sum(b["flops"] for b in window)
+    median = statistics.median(times)
+    record.update(
+        steps=len(times), timed_seconds=round(seconds, 2), tokens=tokens,
+        tokens_per_second=round(tokens / seconds), model_tflops=round(flops / seconds / 1e12, 4),
+        fraction_of_peak=round(flops / seconds / peak, 4) if peak else None,
+        ms_per_step_median=round(1000 * median, 2), ms_per_step_max=round(1000 * max(times), 1),
+        slow_steps=sum(t > 3 * median for t in times),
+        sentences_per_batch=round(statistics.mean(b["sentences"] for b in window), 1),
+        padding=round(1 - tokens / sum(b["padded"] for b in window), 4),
+        loss_first=round(losses[0], 4), loss_last=round(losses[-1], 4),
+        all_losses_finite=all(math.isfinite(x) for x in losses))
+    if torch.cuda.is_available():
+        record["peak_memory_gib"] = round((torch.cuda.max_memory_allocated() - baseline)
+                                          / 2**30, 2)
+    if run.config.train.compile:
+        try:
+            from torch._dynamo.utils import counters
+
+            record["dynamo_stats"] = {k: int(v) for k, v in counters["stats"].items()}
+        except Exception:  # noqa: BLE001 (a private API: report it when it is there)
+            pass
+    fraction = f", {record['fraction_of_peak']:.1%} of peak" if peak else ""
+    record["summary"] = (f"{record['tokens_per_second']:,} tokens/s, "
+                         f"{record['model_tflops']:,.2f} TFLOP/s{fraction}, {len(times)} steps")
+    if not record["all_losses_finite"]:
+        raise RuntimeError(f"a loss was not finite: {losses}")
+    return batches
+
+
+def profile_steps(plan: Plan, trainer: Trainer, batches: Iterator[Batch],
+                  record: dict[str, Any]) -> None:
+    """A few eager steps under torch.profiler: the share of their wall time in the optimiser
+    step and in attention (device time of those ops on a GPU, CPU time on a CPU) and in
+    fetching batches (host time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fetching = [0.0]
+
+    def timed(source: Iterator[Batch]) -> Iterator[Batch]:
+        while True:
+            started = time.perf_counter()
+            batch = next(source)
+            fetching[0] += time.perf_counter() - started
+            yield batch
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    source = timed(batches)
+    trainer.train_step(source)  # the profiler's own first-step cost stays out
+    fetching[0] = 0.0
+    with profile(activities=activities) as profiler:
+        synchronize()
+        started = time.perf_counter()
+        for _ in range(plan.profile_steps):
+            trainer.train_step(source)
+        synchronize()
+        wall = time.perf_counter() - started
+    events = profiler.key_averages()
+
+    def micros(event: Any) -> float:
+        if not cuda:
+            return event.cpu_time_total
+        return getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+
+    def share(pattern: str) -> float:
+        return sum(micros(e) for e in events if re.search(pattern, e.key)) / 1e6 / wall
+
+    record.update(steps=plan.profile_steps, wall_seconds=round(wall, 3),
+                  basis="device time of the ops" if cuda else "CPU time of the ops",
+                  shares={"optimiser": round(share(r"^Optimizer\.step#"), 4),
+                          "attention": round(share(r"^aten::scaled_dot_product_attention$|"
+                                                   r"evaluate_function: ScaledDotProduct"), 4),
+                          "data": round(fetching[0] / wall, 4)})
+    top = sorted(events, key=micros, reverse=True)
+    record["top_ops"] = [[e.key, round(micros(e) / 1e3, 1)] for e in top[:12]]
+    record["summary"] = ", ".join(f"{k} {v:.1%}" for k, v in record["shares"].items())
+
+
+def torchrun_ddp(plan: Plan, data: Path, work: Path, out: Path, env: dict[str, str],
+                 record: dict[str, Any]) -> None:
+    """The Trainer's loop under torchrun --nproc_per_node=1, in a process of its own."""
+    name = "ddp"
+    run_dir = RunDir(work / name)
+    if run_dir.path.exists():
+        shutil.rmtree(run_dir.path)
+    shutil.copytree(data / "tokenizer", run_dir.tokenizer_dir)
+    config = check_config(plan, data, work, name, False, f"train.max_steps={plan.ddp_steps}",
+                          f"train.eval_every={plan.ddp_steps}", "train.log_every=10",
+                          f"train.eval_sentences={plan.ddp_eval_sentences}",
+                          "train.keep_best=1")
+    save_config(config, work / "ddp-config.yaml")
+    spec = {"config": str(work / "ddp-config.yaml"), "run_dir": str(run_dir.path),
+            "result": str(work / "ddp-result.json")}
+    (work / "ddp-spec.json").write_text(json.dumps(spec))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node=1", str(Path(__file__).resolve()), "--ddp-worker",
+               str(work / "ddp-spec.json")]
+    if plan.rehearsal:
+        env = {**env, "OMP_NUM_THREADS": "1"}
+    with (out / "torchrun.log").open("w", encoding="utf-8") as log:
+        log.write(" ".join(command) + "\n")
+        log.flush()
+        result = subprocess.run(command, cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, timeout=plan.timeout_s)
+    if result.returncode != 0:
+        raise RuntimeError(f"torchrun exited with {result.returncode}; see torchrun.log")
+    found = json.loads((work / "ddp-result.json").read_text())
+    record.update(found)
+    problems = []
+    if found["backend"] != plan.backend:
+        problems.append(f"backend {found['backend']}, not {plan.backend}")
+    if not found["ddp"]:
+        problems.append("the model was not wrapped in DistributedDataParallel")
+    if found["steps"] != plan.ddp_steps:
+        problems.append(f"{found['steps']} steps, not {plan.ddp_steps}")
+    if not all(math.isfinite(x) for x in found["losses"]):
+        problems.append(f"losses {found['losses']}")
+    record["summary"] = (f"{found['backend']}, DDP {found['ddp']}, {found['steps']} steps in "
+                         f"{found['fit_seconds']:.1f} s, loss {found['loss_first']:.3f} → "
+                         f"{found['loss_last']:.3f}")
+    if problems:
+        raise RuntimeError("; ".join(problems))
+
+
+def ddp_worker(spec_file: str) -> int:
+    """One torchrun process: build_run (which starts the process group), Trainer.fit, and
+    what the parent checks written to the spec's result file."""
+    spec = json.loads(Path(spec_file).read_text())
+    run = build_run(load_config(spec["config"]), RunDir(spec["run_dir"]), resume=True)
+    backend = dist.get_backend() if dist.is_initialized() else None
+    trainer = Trainer(run)
+    wrapped = isinstance(trainer.train_model, nn.parallel.DistributedDataParallel)
+    started = time.perf_counter()
+    try:
+        code = trainer.fit()
+        seconds = time.perf_counter() - started
+        if run.main:
+            records = [json.loads(line) for line in
+                       run.run_dir.metrics_file.read_text().splitlines()]
+            losses = [r["loss"] for r in records if r["kind"] == "train"]
+            dev = [r for r in records if r["kind"] == "validation"]
+            Path(spec["result"]).write_text(json.dumps({
+                "backend": backend, "world_size": run.world_size, "device": str(run.device),
+                "ddp": wrapped, "exit_code": code, "steps": trainer.step,
+                "fit_seconds": round(seconds, 2),
+                "steps_per_second": round(trainer.step / seconds, 3),
+                "losses": losses, "loss_first": losses[0], "loss_last": losses[-1],
+                "dev_loss": dev[-1]["dev_loss"] if dev else None,
+                "checkpoints": sorted(p.name for p in run.run_dir.checkpoints())}))
+    finally:
+        trainer.close()
+    return code
+
+
+def decode(plan: Plan, data: Path, out: Path, run: Run, budget_left: float,
+           record: dict[str, Any], say) -> None:
+    """Greedy and beam 5 over FLORES dev, in the run's precision, with its weights."""
+    sources = _lines(data / "flores-dev.hi")[: plan.decode_sentences]
+    references = _lines(data / "flores-dev.en")[: plan.decode_sentences]
+    cap = max(5.0, min(plan.decode_seconds, budget_left / 2))
+    record["searches"] = []
+    for beam, label in ((1, "greedy"), (5, "beam5")):
+        hypotheses: list[str] = []
+        synchronize()
+        started = time.perf_counter()
+        for start in range(0, len(sources), 256):
+            with autocast(run.device, run.precision):
+                results = translate(run.model, run.tokenizer, sources[start : start + 256],
+                                    beam_size=beam, batch_size=64, need_attention=False)
+            hypotheses += [result.text for result in results]
+            if time.perf_counter() - started > cap:
+                break
+        synchronize()
+        seconds = time.perf_counter() - started
+        scores = corpus_scores(hypotheses, references[: len(hypotheses)],
+                               metrics=("bleu", "chrf"))
+        (out / f"flores-dev-{label}.en").write_text("".join(f"{h}\n" for h in hypotheses),
+                                                    encoding="utf-8")
+        search = {"search": "greedy" if beam == 1 else f"beam {beam}",
+                  "sentences": len(hypotheses), "seconds": round(seconds, 2),
+                  "sentences_per_second": round(len(hypotheses) / seconds, 2),
+                  "bleu": round(scores["bleu"], 2), "chrf": round(scores["chrf"], 2)}
+        record["searches"].append(search)
+        say(f"decode {search['search']}: {search['sentences']} sentences in "
+            f"{seconds:.1f} s, {search['sentences_per_second']:.1f}/s, BLEU {search['bleu']:.1f}"
+            f" chrF {search['chrf']:.1f}")
+    record["summary"] = "; ".join(f"{s['search']} {s['sentences_per_second']:,.1f} sentences/s"
+                                  f" ({s['sentences']})" for s in record["searches"])
+
+
+def block_missing_packages(work: Path) -> Path:
+    """Stand-ins that refuse to import the packages the GPU image lacks (for the rehearsal)."""
+    blocked = work / "not-on-the-gpu"
+    for name in NOT_ON_THE_GPU:
+        (blocked / name).mkdir(parents=True, exist_ok=True)
+        (blocked / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is not installed on the GPU image "
+            "(bench/gpu_check.py --cpu-rehearsal blocks it)')\n")
+    sys.path.insert(0, str(blocked))
+    return blocked
+
+
+# ---------------------------------------------------------------- the command
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="folder for every result and log (created)")
+    parser.add_argument("--cpu-rehearsal", action="store_true",
+                        help="the same steps on the CPU: tiny model, short times, gloo")
+    parser.add_argument("--prepare", action="store_true",
+                        help="only write --data (train/dev/FLORES files and the 32k tokenizer)")
+    parser.add_argument("--data", type=Path, default=DATA, help=f"default: {DATA}")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="run folders and checkpoints (default: a temporary folder)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="timed training per run (default 90; rehearsal 3)")
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="padded tokens per batch (default 25000; rehearsal 2000)")
+    parser.add_argument("--sweep-batch-tokens", type=int, nargs="+", default=[], metavar="N",
+                        help=f"after the compiled run, {SWEEP_SECONDS:g} s more at each of "
+                        "these batch sizes (same model; about 20 s each)")
+    parser.add_argument("--ddp-worker", metavar="SPEC", help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="more config overrides (section.key=value)")
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
+    if args.ddp_worker:
+        return ddp_worker(args.ddp_worker)
+    if args.prepare:
+        public = public_dir()
+        if public is None:
+            print(f"error: no public data in {' or '.join(map(str, PUBLIC))}", file=sys.stderr)
+            return 2
+        prepare_files(args.data, public)
+        prepare_tokenizer(args.data, make_plan(args), Path(tempfile.mkdtemp()))
+        return 0
+    if not args.out:
+        print("error: --out DIR is needed", file=sys.stderr)
+        return 2
+    plan = make_plan(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report = Report(out, plan, " ".join(["python3", "bench/gpu_check.py", *sys.argv[1:]]))
+    say = report.log
+    say(f"plan: {'CPU rehearsal' if plan.rehearsal else 'GPU check'}; out {out}; work {work}")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    steps = report.results["steps"]
+
+    with report.step("environment") as record:
+        environment(record)
+        if plan.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no GPU is visible; use --cpu-rehearsal on a CPU")
+        if plan.rehearsal:
+            blocked = block_missing_packages(work)
+            env["PYTHONPATH"] = os.pathsep.join([str(blocked), env["PYTHONPATH"]])
+            record["blocked_for_the_rehearsal"] = list(NOT_ON_THE_GPU)
+
+    data = args.data
+    with report.step("data") as record:
+        if not (data / "train.en").is_file() and (public_dir() or plan.rehearsal):
+            prepare_files(data, public_dir(), say=say)
+        if not (data / "train.en").is_file():
+            raise RuntimeError(f"no prepared data in {data}: run python3 bench/gpu_check.py "
+                               "--prepare where ../shared/data/public is, and carry the folder")
+        if plan.rehearsal:
+            data = rehearsal_data(data, work, plan)
+        elif not (data / "tokenizer" / "tokenizer.json").is_file():
+            say("no prepared tokenizer: training it here (bench/gpu_check.py --prepare saves "
+                "this time)")
+            prepare_tokenizer(data, plan, work, say=say)
+        record.update(folder=str(data), train_pairs=len(_lines(data / "train.en")),
+                      dev_pairs=len(_lines(data / "dev.en")),
+                      flores_sentences=len(_lines(data / "flores-dev.hi")),
+                      vocab=Tokenizer.load(data / "tokenizer").source_vocab_size)
+        record["summary"] = (f"{record['train_pairs']:,} train pairs, {record['dev_pairs']} dev, "
+                             f"{record['flores_sentences']} FLORES; {record['vocab']:,} pieces")
+
+    with report.step("cuda_tests") as record:
+        run_tests(plan, out, env, record)
+
+    peak = None
+    with report.step("matmul_peak") as record:
+        peak = matmul_peak(plan, record)
+
+    trained: Run | None = None
+    eager: tuple[Trainer, Iterator[Batch]] | None = None
+    with report.step("train_eager") as record:
+        baseline = gpu_memory_baseline()
+        run = new_run(plan, data, work, "eager", False)
+        trainer = Trainer(run)
+        eager = trainer, timed_training("eager", run, trainer, plan.warmup_steps["eager"],
+                                        plan.seconds, peak, baseline, record, say)
+        trained = run
+
+    with report.step("train_compile") as record:
+        baseline = gpu_memory_baseline()
+        run = new_run(plan, data, work, "compile", True)
+        compile_function = torch.compile
+        if plan.rehearsal:  # dynamo + AOTAutograd as on the GPU, without minutes of g++
+            torch.compile = functools.partial(compile_function, backend="aot_eager")
+        try:
+            trainer = Trainer(run)
+        finally:
+            torch.compile = compile_function
+        record["backend"] = "aot_eager (rehearsal)" if plan.rehearsal else "inductor"
+        timed_training("compile", run, trainer, plan.warmup_steps["compile"], plan.seconds, peak,
+                       baseline, record, say)
+        trained = run
+        record["sweep"] = []
+        for batch_tokens in args.sweep_batch_tokens:  # the same compiled model, other batches
+            run.sampler = TokenBatchSampler(run.train_data.lengths(), batch_tokens,
+                                            run.config.train.seed, shuffle=True)
+            record["sweep"].append({})
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            timed_training(f"compile, {batch_tokens:,} tokens", run, trainer, 3,
+                           min(SWEEP_SECONDS, plan.seconds), peak, baseline,
+                           record["sweep"][-1], say)
+        del trainer
+
+    with report.step("torchrun_ddp") as record:
+        torchrun_ddp(plan, data, work, out, env, record)
+
+    with report.step("decode") as record:
+        if trained is None:
+            raise RuntimeError("no trained weights (both training steps failed)")
+        record["weights"] = (f"the {trained.run_dir.path.name} run's weights after "
+                             f"{plan.seconds:g} s of training, {trained.precision}")
+        decode(plan, data, out, trained, plan.budget_s - report.elapsed, record, say)
+
+    with report.step("profile") as record:  # last: the profiler's bookkeeping is slow
+        if eager is None:
+            raise RuntimeError("no eager run to profile")
+        if report.elapsed > plan.budget_s - 20:
+            record.update(status="skipped", summary="no time left in the budget")
+        else:
+            profile_steps(plan, *eager, record)
+
+    imported = [name for name in NOT_ON_THE_GPU if name in sys.modules]
+    report.results["imported_packages_the_gpu_lacks"] = imported
+    failed = [name for name, record in steps.items() if record["status"] == "failed"]
+    say(f"done in {report.elapsed:.0f} s; "
+        + (f"FAILED: {', '.join(failed)}" if failed else "every step passed")
+        + (f"; imported {imported}, which the GPU image lacks" if imported else ""))
+    report.close()
+    print(results_table(report.results), flush=True)
+    return 1 if failed or imported else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
