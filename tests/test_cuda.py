@@ -72,7 +72,7 @@ def tokenizer_dir(tmp_path_factory, small_data) -> Path:
     return folder
 
 
-def tiny_run(data: Path, tmp_path: Path, tokenizer_dir: Path, *overrides: str) -> training.Run:
+def cuda_run(data: Path, tmp_path: Path, tokenizer_dir: Path, *overrides: str) -> training.Run:
     """build_run on DEVICE with the module's tokenizer (resume=True reuses it, nothing else)."""
     run_dir = RunDir(tmp_path / "run")
     shutil.copytree(tokenizer_dir, run_dir.tokenizer_dir)
@@ -136,7 +136,7 @@ def test_search_under_bf16_autocast_gives_finite_hypotheses():
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_autocast_training_steps_are_finite(small_data, tmp_path, tokenizer_dir, precision,
                                             any_precision):
-    run = tiny_run(small_data, tmp_path, tokenizer_dir, f"train.precision={precision}")
+    run = cuda_run(small_data, tmp_path, tokenizer_dir, f"train.precision={precision}")
     assert run.device.type == DEVICE and run.precision == precision
     assert run.scaler.is_enabled() == (precision == "fp16")
     trainer = Trainer(run)
@@ -151,7 +151,7 @@ def test_autocast_training_steps_are_finite(small_data, tmp_path, tokenizer_dir,
 
 def test_the_fp16_grad_scaler_skips_an_overflowing_step(small_data, tmp_path, tokenizer_dir,
                                                         any_precision):
-    run = tiny_run(small_data, tmp_path, tokenizer_dir, "train.precision=fp16")
+    run = cuda_run(small_data, tmp_path, tokenizer_dir, "train.precision=fp16")
     trainer = Trainer(run)
     batches = trainer.batches()
     trainer.train_step(batches)  # the scaler's scale exists from the first scale() on
