@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -50,13 +51,48 @@ PLOT_SUFFIXES = {"plot": plotting.FORMATS, "plot_heads": plotting.FORMATS,
                  "plot_layers": plotting.FORMATS, "html": explorer.SUFFIXES}
 
 
+def decode_lines(data: bytes, where: str) -> list[str]:
+    """The lines of UTF-8 ``data`` (only '\\n' ends a line; a '\\r' before it is dropped)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise TranslatorError(f"{where} is not UTF-8 text (line {line} has the byte "
+                              f"0x{data[error.start]:02x}); convert it to UTF-8 first, e.g. "
+                              "with iconv -f latin1 -t utf-8") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def read_lines(path: Path) -> list[str]:
     """The lines of a UTF-8 text file (only '\\n' ends a line)."""
     try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "it is not UTF-8 text"
-        raise TranslatorError(f"cannot read {path}: {reason}") from None
+        data = path.read_bytes()
+    except OSError as error:
+        raise TranslatorError(f"cannot read {path}: {error.strerror}") from None
+    return decode_lines(data, str(path))
+
+
+def check_output_folder(path: Path) -> None:
+    """Refuse, before any work is done, a file to be written into a folder that is not there."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise TranslatorError(f"cannot write {path}: the folder {folder} does not exist; "
+                              "create it first or choose another path")
+
+
+def write_failure(error: OSError) -> str:
+    """One sentence for a file that could not be written, with the resume command when the
+    file belongs to a run that has a checkpoint."""
+    message = f"cannot write {error.filename or 'a file'}: {error.strerror or error}"
+    if error.filename:
+        for folder in Path(os.fsdecode(error.filename)).resolve().parents:
+            if (folder / "checkpoints" / "last.pt").is_file():
+                return (f"{message}; free some space (or fix the folder), then continue with: "
+                        f"python scripts/train.py --resume {folder}")
+    return message
 
 
 def _run_arguments(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
@@ -127,6 +163,9 @@ def train_and_draw(config: Config, resume: Path | None = None) -> tuple[Path, in
 
 def run_train(args: argparse.Namespace) -> int:
     try:
+        if args.resume is not None and args.config is not None:
+            raise TranslatorError("--resume continues a run with its own config.yaml; drop "
+                                  f"--config {args.config}, or start a new run without --resume")
         if args.resume is not None:
             config = RunDir.open(args.resume).read_config(args.overrides)
         else:
@@ -134,6 +173,9 @@ def run_train(args: argparse.Namespace) -> int:
         run_dir, code = train_and_draw(config, resume=args.resume)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a full disk or a folder gone (checkpoints say so themselves)
+        print(f"error: {write_failure(error)}", file=sys.stderr)
         return 2
     print(run_dir)
     return code
@@ -173,12 +215,21 @@ def read_inputs(args: argparse.Namespace) -> list[str]:
     if args.texts and args.file:
         raise TranslatorError("give texts on the command line or --file, not both")
     if args.texts:
+        for number, text in enumerate(args.texts, start=1):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that were not UTF-8, kept as surrogates
+                raise TranslatorError(f"text {number} on the command line is not UTF-8 text; "
+                                      "convert it to UTF-8 first, e.g. with iconv -f latin1 "
+                                      "-t utf-8") from None
         return args.texts
     if args.file:
         return read_lines(args.file)
     if sys.stdin.isatty():
         print("reading sentences from standard input, one a line (Ctrl-D to end)",
               file=sys.stderr)
+    if hasattr(sys.stdin, "buffer"):  # bytes, so that text that is not UTF-8 is caught
+        return decode_lines(sys.stdin.buffer.read(), "standard input")
     return sys.stdin.read().splitlines()
 
 
@@ -234,6 +285,7 @@ def run_translate(args: argparse.Namespace) -> int:
     try:
         for option, path in plots.items():  # a bad suffix is caught before the translating
             plot_paths(path, 1, PLOT_SUFFIXES[option])
+            check_output_folder(path)  # and so is a folder that is not there
         texts = read_inputs(args)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
         if plots:  # an unknown layer is caught before the translating too
@@ -248,6 +300,9 @@ def run_translate(args: argparse.Namespace) -> int:
         draw_plots(args, translations, translator.direction)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a picture that cannot be written (the translations are out)
+        print(f"error: {write_failure(error)}", file=sys.stderr)
         return 2
     return 0
 
