@@ -29,6 +29,7 @@ ORDER = [
     "device",  # resolve_device, resolve_precision, autocast
     "checkpoint",  # atomic checkpoint files
     "run_dir",  # RunDir: the run folder's paths, the newest run, runs/latest
+    "resume",  # what --resume keeps, and the overrides it refuses
     "tokenizer",  # SentencePiece
     "encoded",  # token ids as arrays, and the prepared-data cache
     # the model

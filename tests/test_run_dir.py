@@ -2,11 +2,15 @@
 checkpoints in it."""
 
 import os
+import threading
 import time
+import types
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
+import translator.run_dir as run_dir_module
 from translator.checkpoint import CheckpointError
 from translator.config import Config
 from translator.run_dir import RunDir, RunDirError
@@ -45,6 +49,34 @@ def test_a_new_run_is_named_by_the_clock_and_never_overwrites(tmp_path):
     assert RunDir.new(tmp_path, "taken", overwrite=True).path == tmp_path / "taken"
     (tmp_path / "empty").mkdir()
     assert RunDir.new(tmp_path, "empty").path == tmp_path / "empty"
+
+
+def test_run_folders_are_created_atomically_with_a_suffix_when_taken(tmp_path, monkeypatch):
+    """Runs started in the same second (eight threads at once here) each get a folder of
+    their own: an exclusive mkdir claims a name, the others take the next suffix."""
+    monkeypatch.setattr(run_dir_module, "time",
+                        types.SimpleNamespace(strftime=lambda _: "20261130-061500"))
+    start = threading.Barrier(8)
+
+    def new_run(_) -> RunDir:
+        start.wait()
+        return RunDir.new(tmp_path)
+
+    with ThreadPoolExecutor(8) as pool:
+        runs = list(pool.map(new_run, range(8)))
+    names = sorted(run.path.name for run in runs)
+    assert names == sorted(["20261130-061500"] + [f"20261130-061500-{n}" for n in range(2, 9)])
+    assert all(run.path.is_dir() for run in runs)
+
+
+def test_an_empty_named_folder_is_claimed_once(tmp_path):
+    (tmp_path / "named").mkdir()
+    assert RunDir.new(tmp_path, "named").checkpoints_dir.is_dir()  # claimed by the first
+    with pytest.raises(RunDirError, match="already exists"):
+        RunDir.new(tmp_path, "named")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(RunDirError, match="already exists"):
+        RunDir.new(tmp_path, "file")
 
 
 def test_opening_what_is_not_a_run_folder_says_why(tmp_path):

@@ -19,15 +19,17 @@ Checkpoints are written atomically (`translator.checkpoint`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from translator.checkpoint import load_checkpoint, save_checkpoint
+from translator.checkpoint import CheckpointWriteError, load_checkpoint, save_checkpoint
 from translator.config import Config, load_config, save_config
 from translator.errors import TranslatorError
 
@@ -105,14 +107,31 @@ class RunDir:
     @classmethod
     def new(cls, output_dir: str | Path, name: str | None = None,
             overwrite: bool = False) -> RunDir:
-        """A fresh run folder under ``output_dir`` (named by the date and time when ``name``
-        is None); an existing non-empty one is refused unless ``overwrite``. Not created yet."""
-        run_dir = cls(Path(output_dir) / (name or time.strftime("%Y%m%d-%H%M%S")))
-        if run_dir.path.exists() and any(run_dir.path.iterdir()) and not overwrite:
-            raise RunDirError(f"run folder {run_dir} already exists; choose another "
-                              "train.run_name, resume it with --resume, or pass "
-                              "train.overwrite=true")
-        return run_dir
+        """A fresh run folder under ``output_dir``, created here and atomically (an exclusive
+        mkdir), so two runs started at once never share one. Named by the date and time when
+        ``name`` is None, with -2, -3, ... when that name is taken; a named folder that exists
+        is refused unless it is empty or ``overwrite``."""
+        parent = Path(output_dir)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            if name is None:
+                stamp = time.strftime("%Y%m%d-%H%M%S")
+                for number in itertools.count(1):
+                    run_dir = cls(parent / (stamp if number == 1 else f"{stamp}-{number}"))
+                    if _claim(run_dir.path):
+                        return run_dir
+            run_dir = cls(parent / name)
+            if _claim(run_dir.path) or overwrite:
+                return run_dir
+            if run_dir.path.is_dir() and not any(run_dir.path.iterdir()) and _claim(
+                    run_dir.checkpoints_dir):  # an empty folder, taken by whoever fills it first
+                return run_dir
+        except OSError as error:
+            raise RunDirError(f"cannot create a run folder in {parent}: {error.strerror}; "
+                              "choose another train.output_dir") from None
+        raise RunDirError(f"run folder {run_dir} already exists; choose another "
+                          "train.run_name, resume it with --resume, or pass "
+                          "train.overwrite=true")
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
@@ -179,12 +198,33 @@ class RunDir:
                               " train the run further or pick another with --checkpoint")
         return path
 
-    def save_checkpoint(self, name: str, state: dict[str, Any]) -> Path:
-        """Write checkpoints/NAME.pt atomically: it is always the old or the complete new one."""
+    def save_checkpoint(self, name: str, state: dict[str, Any], also: Iterable[str] = ()
+                        ) -> Path:
+        """Write checkpoints/NAME.pt atomically: it is always the old or the complete new one;
+        each name in ``also`` ("best") becomes a hard link of the same file. A write the disk
+        refuses says what is kept and how to go on."""
         path = self.checkpoint(name)
-        save_checkpoint(state, path)
+        try:
+            save_checkpoint(state, path, [self.checkpoint(other) for other in also])
+        except CheckpointWriteError as error:
+            last = self.checkpoint("last")
+            if last.is_file():
+                advice = (f"{last} from the previous save is kept; once there is room, "
+                          f"continue with: python scripts/train.py --resume {self}")
+            else:
+                advice = "the run has no checkpoint yet; once there is room, start it again"
+            raise CheckpointWriteError(f"{error}; {advice}", error.needed) from None
         return path
 
     def load_checkpoint(self, name: str, map_location: str | torch.device = "cpu"
                         ) -> dict[str, Any]:
         return load_checkpoint(self.checkpoint(name), map_location)
+
+
+def _claim(path: Path) -> bool:
+    """Create the folder ``path``; False if it exists (whoever created it owns it)."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True

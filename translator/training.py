@@ -560,7 +560,9 @@ class Trainer:
         """Validate on the main process, save last.pt (and best.pt when it is the best);
         True when early stopping says stop."""
         stop = False
-        if self.run.main:
+        if self.run.main and not self.run.dev_data.pairs:  # no dev split: nothing to score
+            self.save("last")
+        elif self.run.main:
             record = self.validate()
             improved = self.count_improvement(record)
             self.keep_best_checkpoints(record)

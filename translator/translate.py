@@ -37,6 +37,9 @@ from translator.search import Hypothesis, search_in_batches
 from translator.tokenizer import Tokenizer
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+# the most cells (layers x heads x target rows x source columns) the attention of one input
+# split into parts may take: 2^26 floats, 256 MB; a longer input is translated without it
+MAX_ATTENTION_CELLS = 2**26
 SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
 
 
@@ -142,10 +145,14 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
     summed, attention laid out block by block (each part's rows over its own source columns,
     its source-EOS weight in the one EOS column; only the last part keeps its EOS row)."""
     attention = None
-    if all(part.attention is not None for part in parts):
-        first = parts[0].attention
-        rows = sum(len(p.target_pieces) for p in parts) + 1
-        columns = sum(len(p.source_pieces) for p in parts) + 1
+    rows = sum(len(p.target_pieces) for p in parts) + 1
+    columns = sum(len(p.source_pieces) for p in parts) + 1
+    first = parts[0].attention
+    if first is not None and first.shape[0] * first.shape[1] * rows * columns > (
+            MAX_ATTENTION_CELLS):
+        warnings = [*warnings, f"the input is too long to keep its attention ({rows} x "
+                    f"{columns} pieces); it was translated without it"]
+    elif all(part.attention is not None for part in parts):
         attention = first.new_zeros(*first.shape[:2], rows, columns)
         row = column = 0
         for part in parts:
@@ -214,8 +221,10 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer))
     results = []
     for text, parts, text_warnings in zip(texts, parts_of, warnings):
-        if not parts:
-            results.append(Translation(text, "", [], 0.0, [], [], warnings=text_warnings))
+        if not parts:  # an empty input: one empty translation (the n-best list's only one)
+            empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings)
+            empty.nbest = [dataclasses.replace(empty)] if n_best > 1 else []
+            results.append(empty)
         elif len(parts) == 1:
             results.append(parts[0])
         else:
