@@ -379,6 +379,10 @@ def align_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=None,
                         help="link every source word with at least this weight instead of "
                         "the single strongest")
+    parser.add_argument("--shift", action="store_true",
+                        help="Shift-Att reading: a word's row from the step where it is the "
+                        "decoder's input (measured worse than the default on this project's "
+                        "models: bench/README.md)")
     parser.add_argument("--gold", type=Path, default=None, help="gold Pharaoh links: print AER")
     parser.add_argument("--gold-reversed", action="store_true",
                         help="the gold file's first index is the TARGET word (e.g. WPT-05 "
@@ -412,7 +416,8 @@ def run_align(args: argparse.Namespace) -> int:
             check_links(gold, pairs, str(args.gold))
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
         links = align_pairs(translator.model, translator.tokenizer, pairs, args.layer,
-                            parse_heads(args.heads), args.threshold, translator.device)
+                            parse_heads(args.heads), args.threshold, translator.device,
+                            shift=args.shift)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
