@@ -170,6 +170,19 @@ def test_changed_tokenizer_rebuilds_tokenizer_and_ids_but_not_the_data(tmp_path,
     assert arrays(resumed.train) == arrays(first.train)
 
 
+
+def test_changed_code_makes_new_entries(tmp_path, corpus_files, monkeypatch):
+    """Another version of the data or tokenizer code (normalisation, filters, training) does
+    not reuse what the old one made."""
+    config = make_config(tmp_path, corpus_files)
+    prepare_data(config, run_dir_tokenizer(tmp_path, "run1"))
+    monkeypatch.setattr(encoded, "TOKENIZER_CODE", "another tokenizer.py")
+    second = prepare_data(config, run_dir_tokenizer(tmp_path, "run2"))
+    assert sources(second) == {"data": "cache", "tokenizer": "built", "encoding": "built"}
+    monkeypatch.setattr(encoded, "DATA_CODE", "another data.py")
+    third = prepare_data(config, run_dir_tokenizer(tmp_path, "run3"))
+    assert set(sources(third).values()) == {"built"}
+
 def entry(tmp_path, kind):
     (found,) = (tmp_path / "cache").glob(f"{kind}-*")
     return found

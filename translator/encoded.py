@@ -44,6 +44,8 @@ import pyarrow as pa
 import torch
 import torch.distributed as dist
 
+from translator import data as data_module
+from translator import tokenizer as tokenizer_module
 from translator.batching import Batch
 from translator.config import Config
 from translator.data import BATCH_ROWS, LoadedData, Pair, data_fingerprint, load_splits
@@ -52,9 +54,16 @@ from translator.tokenizer import Tokenizer, TokenizerError
 
 log = logging.getLogger(__name__)
 
-# Raise a version when what an entry holds changes meaning, so old entries are not reused.
-DATA_VERSION = 1
-ENCODED_VERSION = 1
+
+def _source_hash(*paths: str) -> str:
+    return hashlib.sha256(b"".join(Path(path).read_bytes() for path in paths)).hexdigest()[:16]
+
+
+# The code that makes an entry is part of its key: a change of normalisation, filters,
+# SentencePiece training or encoding (a new version of the package, or an edit) makes new
+# entries instead of reusing old ones.
+DATA_CODE = _source_hash(data_module.__file__, __file__)
+TOKENIZER_CODE = _source_hash(tokenizer_module.__file__)
 TOKENIZER_SAMPLE_SEED = 0  # the sample SentencePiece trains on does not follow train.seed
 META = "meta.json"
 ID_FILES = ("source_ids", "source_offsets", "target_ids", "target_offsets")
@@ -462,7 +471,7 @@ class _CleanSplits:
         fingerprint = data_fingerprint(self.cfg) if root is not None else None
         settings = {k: v for k, v in dataclasses.asdict(self.cfg).items()
                     if k not in ("cache", "cache_dir")}
-        self.key = _key("data", DATA_VERSION, fingerprint, settings) if fingerprint else None
+        self.key = _key("data", DATA_CODE, fingerprint, settings) if fingerprint else None
         self.entry = (_Entry(root, "data", self.key, "clean data")
                       if root is not None and self.key else None)
         self._train: PairTable | None = None
@@ -613,7 +622,7 @@ def _prepared_tokenizer(config: Config, clean: _CleanSplits, root: Path | None,
     if clean.entry is None:
         _train_tokenizer(config, clean.train(), tokenizer_dir)
         return Tokenizer.load(tokenizer_dir), "built"
-    key = _key("tokenizer", clean.key, dataclasses.asdict(config.tokenizer),
+    key = _key("tokenizer", clean.key, TOKENIZER_CODE, dataclasses.asdict(config.tokenizer),
                TOKENIZER_SAMPLE_SEED)
     entry = _Entry(root, "tokenizer", key, "tokenizer")
     if entry.usable():
@@ -629,7 +638,7 @@ def _encoded_train(clean: _CleanSplits, tokenizer: Tokenizer, root: Path | None,
     """The encoded train split and where it came from."""
     if clean.entry is None:
         return EncodedCorpus.encode(clean.train().batches(), tokenizer, max_tokens), "built"
-    key = _key("encoded", ENCODED_VERSION, clean.key, tokenizer.fingerprint(), max_tokens)
+    key = _key("encoded", clean.key, TOKENIZER_CODE, tokenizer.fingerprint(), max_tokens)
     entry = _Entry(root, "encoded", key, "encoded train split")
     vocab_size = max(tokenizer.source_vocab_size, tokenizer.target_vocab_size)
     if entry.usable():
