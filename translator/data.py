@@ -201,6 +201,14 @@ def _read_parquet(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
             yield _languages(row, cfg, f"{path} row {row_number}")
 
 
+def _missing_field(where: str, name: str, available) -> DataError:
+    """The error for a row (or a batch of rows) without the language field ``name``."""
+    return DataError(
+        f"{where} has no field '{name}' (it has: {', '.join(map(str, available))}); set "
+        "data.hindi_field, data.english_field or data.hub_field to match the data."
+    )
+
+
 def _languages(row: object, cfg: DataConfig, where: str) -> tuple[str, str]:
     """(hindi, english) from a flat row or one nested under cfg.hub_field."""
     if not isinstance(row, dict):
@@ -213,10 +221,7 @@ def _languages(row: object, cfg: DataConfig, where: str) -> tuple[str, str]:
     texts = []
     for name in (cfg.hindi_field, cfg.english_field):
         if name not in fields:
-            raise DataError(
-                f"{where} has no field '{name}' (it has: {', '.join(map(str, fields))}); set "
-                "data.hindi_field, data.english_field or data.hub_field to match the data."
-            )
+            raise _missing_field(where, name, fields)
         value = fields[name]
         if value is not None and not isinstance(value, str):
             raise DataError(f"{where}: field '{name}' holds {type(value).__name__}, not text.")
@@ -304,10 +309,7 @@ def _arrow_languages(table: Any, cfg: DataConfig, where: str) -> RawBatch:
     texts = []
     for name in (cfg.hindi_field, cfg.english_field):
         if name not in columns:
-            raise DataError(
-                f"{where} has no field '{name}' (it has: {', '.join(map(str, columns))}); set "
-                "data.hindi_field, data.english_field or data.hub_field to match the data."
-            )
+            raise _missing_field(where, name, columns)
         column = columns[name]
         kind = column.type
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
