@@ -4,6 +4,12 @@
     python bench/alignment_bench.py --minutes 60              # train one on public data, score it
     python bench/alignment_bench.py --minutes 2 model.layers=2  # config overrides go last
     python bench/alignment_bench.py --eflomal-only            # only the eflomal baseline
+    python bench/alignment_bench.py --run RUN --reference embedded-test --no-eflomal
+
+With ``--reference embedded-test`` the model is scored instead against the eflomal links that
+ship with the embedded corpus's test split (460 pairs the model never trained on, in the
+domains of the default run): silver links, not gold, so this AER says how closely attention
+on unseen in-domain sentences reproduces the aligner that taught it, not how right it is.
 
 Forced alignment (teacher forcing) of the 30 sentence pairs of ../shared/data/public/
 wpt05_align_dev, pieces merged to words, EOS dropped, one link per target word (the argmax),
@@ -34,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
 from translator.alignment import (  # noqa: E402
+    DEFAULT_LAYER,
     alignment_error_rate,
     hard_links,
     merge_to_words,
@@ -44,7 +51,7 @@ from translator.alignment import (
     shifted as shifted_rows,
 )
 from translator.config import load_config  # noqa: E402
-from translator.corpus import SPLITS, read_split  # noqa: E402
+from translator.corpus import SPLITS, read_split, read_split_links  # noqa: E402
 from translator.data import embedded_corpus_dir, load_splits, normalize  # noqa: E402
 from translator.errors import TranslatorError  # noqa: E402
 from translator.links import (  # noqa: E402
@@ -80,6 +87,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-eflomal", action="store_true", help="skip the eflomal baseline")
     parser.add_argument("--repeats", type=int, default=3,
                         help="eflomal runs per corpus (it cannot be seeded)")
+    parser.add_argument("--reference", choices=["wpt05", "embedded-test"], default="wpt05",
+                        help="wpt05: gold links (default); embedded-test: the shipped eflomal "
+                             "links of the embedded test split (silver, in-domain)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
                         help="config overrides for the training run")
     return parser.parse_args()
@@ -134,6 +144,12 @@ def read_alignment_set(folder: Path) -> tuple[list[tuple[str, str]], list[list[L
     gold = read_pharaoh(folder / "dev.en-hi.pharaoh", word_counts(hindi), word_counts(english),
                         english_first=True)
     return list(zip(hindi, english)), gold
+
+
+def read_embedded_test() -> tuple[list[tuple[str, str]], list[list[Link]]]:
+    """The embedded test split's (hindi, english) pairs and its shipped Hindi-first links."""
+    return [(hindi, english) for hindi, english, _ in read_split("test")], \
+        read_split_links("test")
 
 
 def in_direction(pairs: list[tuple[str, str]], gold: list[list[Link]],
@@ -280,7 +296,9 @@ def eflomal_report(args: argparse.Namespace, folder: Path) -> list[str]:
 def main() -> int:
     args = parse_args()
     folder = args.data / ALIGNMENT_SET
-    if not folder.is_dir():
+    if args.reference == "embedded-test":
+        args.no_eflomal = True  # the reference is eflomal's own output
+    if not folder.is_dir() and args.reference == "wpt05":
         print(f"skipped: {folder} is absent; this benchmark needs the public data in "
               "../shared/data/public (pass --data DIR if it lives elsewhere).")
         return 0
@@ -295,9 +313,25 @@ def main() -> int:
         return 2
     report = "\n\n".join("\n".join(lines) for lines in sections)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "alignment.md").write_text(report + "\n", encoding="utf-8")
+    suffix = "" if args.reference == "wpt05" else f"-{args.reference}"
+    (args.output_dir / f"alignment{suffix}.md").write_text(report + "\n", encoding="utf-8")
     print(report)
     return 0
+
+
+def default_view_aer(run_dir: Path, reference: str, data: Path = PUBLIC) -> float | None:
+    """AER of a run's default view (translator.alignment.DEFAULT_LAYER, heads averaged)
+    against ``reference`` ("wpt05" or "embedded-test"); None when WPT-05 is absent. For
+    bench/recipe_sweep.py's table."""
+    if reference == "wpt05" and not (data / ALIGNMENT_SET).is_dir():
+        return None
+    translator = Translator.from_run(run_dir)
+    pairs, gold = in_direction(*(read_alignment_set(data / ALIGNMENT_SET)
+                                 if reference == "wpt05" else read_embedded_test()),
+                               translator.direction.split("-")[0])
+    attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
+                                           translator.device)
+    return score(attentions, gold, lambda attention: attention[DEFAULT_LAYER].mean(0))
 
 
 def model_section(args: argparse.Namespace, folder: Path) -> list[str]:
@@ -305,14 +339,18 @@ def model_section(args: argparse.Namespace, folder: Path) -> list[str]:
     run_dir = args.run or train_on_public_data(args)
     translator = Translator.from_run(run_dir, device=args.device)
     direction = translator.direction
-    pairs, gold = in_direction(*read_alignment_set(folder), direction.split("-")[0])
+    reference = (read_alignment_set(folder) if args.reference == "wpt05"
+                 else read_embedded_test())
+    name = ALIGNMENT_SET if args.reference == "wpt05" else \
+        "the embedded test split (silver: its shipped eflomal links)"
+    pairs, gold = in_direction(*reference, direction.split("-")[0])
     attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
                                            translator.device)
     for (source, _), (_, source_pieces, _) in zip(pairs, attentions):
         if len(source.split()) != len(piece_words(source_pieces)[0]):
             raise TranslatorError(f"the pieces of {source!r} do not spell its words")
     return [f"## Attention alignment: {run_dir}, {direction}, {len(pairs)} sentence pairs of "
-            f"{ALIGNMENT_SET}\n", *model_report(attentions, gold)]
+            f"{name}\n", *model_report(attentions, gold)]
 
 
 if __name__ == "__main__":

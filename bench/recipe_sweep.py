@@ -3,13 +3,21 @@
     python bench/recipe_sweep.py                        # every variant, 4 training minutes each
     python bench/recipe_sweep.py --only base,guided0.2 --minutes 8 train.threads=1
     python bench/recipe_sweep.py --only base,linear --minutes 3
+    python bench/recipe_sweep.py --base current --only default,warmup100 --minutes 8 \
+        train.threads=1                                  # round 2: on configs/default.yaml
+
+Round 1 (`--base pre-sweep`, the default) sets every variant on the pre-sweep recipe; round 2
+(`--base current`) on configs/default.yaml as it is (guided alignment on), with its validation
+settings, so that a winner carries over to the default run unchanged.
 
 Each variant is `python scripts/train.py` with the pre-sweep recipe (`BASE`: the 2026-11-30
 default, which "base" runs alone) plus its overrides and `train.max_minutes` (the training
 loop's wall time, validations included), run as a child process into
 bench/results/sweep/<variant>. The table gives the dev chrF/BLEU of the last
 validation and of the averaged checkpoint (when the variant averages), the test score of the
-kept best checkpoint (beam 5), steps done and tokens/s. Results are appended to
+kept best checkpoint (beam 5), steps done, tokens/s, and the AER of the default heatmap view
+(decoder layer -2, heads averaged) on WPT-05 (gold) and on the embedded test split (silver:
+its shipped eflomal links), from bench/alignment_bench.py. Results are appended to
 bench/results/sweep/results.jsonl as each variant ends, so an interrupted sweep keeps them.
 """
 
@@ -26,6 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
+
+from alignment_bench import default_view_aer  # noqa: E402  (bench/, beside this file)
+
 OUT = ROOT / "bench" / "results" / "sweep"
 
 # the recipe before the sweep (the 2026-11-30 default), on top of which every variant is set
@@ -82,6 +94,32 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
+# round 2: overrides of configs/default.yaml as it is (guided alignment λ 0.2, inverse square
+# root, warm-up 300, lr 0.002, batches of 3000 tokens, dropout 0.2, 4k vocabulary)
+CURRENT: dict[str, list[str]] = {
+    "default": [],
+    "warmup100": ["train.warmup_steps=100"],
+    "warmup100+lr3e-3": ["train.warmup_steps=100", "train.learning_rate=0.003"],
+    "linear-w100": ["train.warmup_steps=100", "train.schedule=linear"],
+    "drop0.1": ["model.dropout=0.1"],
+    "drop0.1+attn0": ["model.dropout=0.1", "model.attention_dropout=0.0"],
+    "batch1500": ["train.batch_tokens=1500"],
+    "ff512": ["model.d_ff=512"],
+    "layers2": ["model.layers=2"],
+    "d192-ff768": ["model.d_model=192", "model.d_ff=768"],
+    "vocab2k": ["tokenizer.vocab_size=2000"],
+    "vocab8k": ["tokenizer.vocab_size=8000"],
+    "ls0.2": ["train.label_smoothing=0.2"],
+    "ls0.0": ["train.label_smoothing=0.0"],
+    "guided0.05": ["train.alignment_weight=0.05"],
+    "guided0.5": ["train.alignment_weight=0.5"],
+    "guided-head0": ["train.alignment_head=0"],
+    "unguided": ["train.alignment_weight=0"],
+    "both": ["data.direction=both"],
+}
+BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -99,15 +137,16 @@ def records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str]) -> dict:
-    run_dir = OUT / name
+def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str],
+                base: list[str], common: list[str], out: Path) -> dict:
+    run_dir = out / name
     shutil.rmtree(run_dir, ignore_errors=True)
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"), *BASE, *COMMON,
-               f"train.max_minutes={minutes}", f"train.output_dir={OUT}",
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), *base, *common,
+               f"train.max_minutes={minutes}", f"train.output_dir={out}",
                f"train.run_name={name}", *overrides, *extra]
     print("$ " + " ".join(command[1:]), file=sys.stderr, flush=True)
     started = time.perf_counter()
-    with open(OUT / f"{name}.log", "w", encoding="utf-8") as log:
+    with open(out / f"{name}.log", "w", encoding="utf-8") as log:
         code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
     wall = time.perf_counter() - started
@@ -117,6 +156,11 @@ def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str
     averaged = [m for m in metrics if m["kind"] == "averaged"]
     test = [m for m in metrics if m["kind"] == "test"]
     speeds = [m["tokens_per_second"] for m in train[1:]] or [0]
+    aer = {}
+    if code == 0 and (run_dir / "checkpoints").is_dir():
+        for reference in ("wpt05", "embedded-test"):  # the default view: layer -2, mean
+            value = default_view_aer(run_dir, reference)
+            aer[reference] = None if value is None else round(value, 3)
     return {
         "variant": name, "overrides": " ".join(overrides), "exit": code,
         "wall_min": round(wall / 60, 2), "steps": train[-1]["step"] if train else 0,
@@ -127,6 +171,7 @@ def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str
         "avg_bleu": averaged[-1]["dev_bleu"] if averaged else None,
         "test_chrf": test[-1]["chrf"] if test else None,
         "test_bleu": test[-1]["bleu"] if test else None,
+        "aer_wpt05": aer.get("wpt05"), "aer_in_domain": aer.get("embedded-test"),
     }
 
 
@@ -134,35 +179,68 @@ def table(results: list[dict], minutes: float) -> str:
     lines = [f"Recipe sweep: {minutes:g} training minutes per variant, {cpu_model()}, "
              f"{time.strftime('%Y-%m-%d')}", "",
              "| variant | overrides | steps | tok/s | dev chrF (last) | dev chrF (avg) | "
-             "test BLEU | test chrF (beam 5) | wall min |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "test BLEU | test chrF (beam 5) | AER WPT-05 | AER in-domain (silver) | wall min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['variant']} | `{r['overrides'] or '(default)'}` | {r['steps']} | "
                      f"{r['tok_s']:,} | {r['dev_chrf']} | {r['avg_chrf'] or '-'} | "
-                     f"{r['test_bleu']} | {r['test_chrf']} | {r['wall_min']} |")
+                     f"{r['test_bleu']} | {r['test_chrf']} | {r.get('aer_wpt05') or '-'} | "
+                     f"{r.get('aer_in_domain') or '-'} | {r['wall_min']} |")
     return "\n".join(lines)
+
+
+def collected(out: Path, names: list[str]) -> list[dict]:
+    """The newest result of each of ``names`` in out/results.jsonl, AER added where missing
+    (results of a sweep started before the AER columns existed)."""
+    newest = {}
+    path = out / "results.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        result = json.loads(line)
+        newest[result["variant"]] = result
+    results = [newest[name] for name in names if name in newest]
+    for result in results:
+        run_dir = out / result["variant"]
+        if "aer_wpt05" not in result and (run_dir / "checkpoints").is_dir():
+            result["aer_wpt05"] = round(default_view_aer(run_dir, "wpt05") or 0, 3) or None
+            result["aer_in_domain"] = round(default_view_aer(run_dir, "embedded-test"), 3)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", default="", help="comma-separated variant names")
     parser.add_argument("--minutes", type=float, default=4.0, help="training minutes each")
+    parser.add_argument("--base", choices=list(BASES), default="pre-sweep",
+                        help="pre-sweep: round 1's recipe; current: configs/default.yaml")
+    parser.add_argument("--tag", default="", help="names the table file: recipe_sweep-TAG.md")
+    parser.add_argument("--table", action="store_true",
+                        help="train nothing: one table of every result in the base's "
+                             "results.jsonl (the newest of each variant), AER filled in")
     parser.add_argument("overrides", nargs="*", help="extra overrides for every variant")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(VARIANTS)
-    unknown = [n for n in names if n not in VARIANTS]
+    base, variants = BASES[args.base]
+    # round 2 keeps the default's validation settings, so a winner carries over unchanged
+    common = COMMON if args.base == "pre-sweep" else [o for o in COMMON if "eval" not in o]
+    names = [n for n in args.only.split(",") if n] or list(variants)
+    unknown = [n for n in names if n not in variants]
     if unknown:
-        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    OUT.mkdir(parents=True, exist_ok=True)
+        parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+    out = OUT if args.base == "pre-sweep" else OUT.parent / "sweep-current"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.table:
+        print(table(collected(out, names), args.minutes))
+        return
     results = []
     for name in names:
-        result = run_variant(name, VARIANTS[name], args.minutes, args.overrides)
+        result = run_variant(name, variants[name], args.minutes, args.overrides, base, common,
+                             out)
         results.append(result)
-        with open(OUT / "results.jsonl", "a", encoding="utf-8") as file:
-            file.write(json.dumps({**result, "minutes": args.minutes,
+        with open(out / "results.jsonl", "a", encoding="utf-8") as file:
+            file.write(json.dumps({**result, "minutes": args.minutes, "base": args.base,
                                    "date": time.strftime("%Y-%m-%d %H:%M")}) + "\n")
         print(table(results, args.minutes), flush=True)
-    (OUT.parent / "recipe_sweep.md").write_text(table(results, args.minutes) + "\n")
+    suffix = f"-{args.tag}" if args.tag else ""
+    (OUT.parent / f"recipe_sweep{suffix}.md").write_text(table(results, args.minutes) + "\n")
 
 
 if __name__ == "__main__":
