@@ -122,6 +122,28 @@ def test_direction_en_hi_swaps_sides(tmp_path):
     assert loaded.splits["train"] == [Pair(english, hindi) for hindi, english in TRAIN]
 
 
+def test_direction_both_holds_every_pair_both_ways_each_tagged(tmp_path):
+    """Every split (dev and test too, so that they are scored both ways): hi→en then en→hi,
+    each source led by the tag of the language to write; counts are of pairs, two a row."""
+    loaded = load_splits(files_config(tmp_path, direction="both"))
+    for split, rows in SPLITS.items():
+        assert loaded.splits[split] == [pair for hindi, english in rows for pair in (
+            Pair(f"<2en> {hindi}", english), Pair(f"<2hi> {english}", hindi))]
+        assert loaded.report[split]["read"] == loaded.report[split]["kept"] == 2 * len(rows)
+    assert data.split_tag("<2hi> I am hungry.") == ("hi", "I am hungry.")
+    assert data.split_tag("<2hi>I am hungry.") == (None, "<2hi>I am hungry.")
+
+
+def test_direction_both_filters_both_copies_of_a_row_alike(tmp_path):
+    """The tag is no word: "Thank you very much" (4 words) passes max_words=4 as an en→hi
+    source too, while a row with a 5-word side loses both its pairs."""
+    loaded = load_splits(files_config(tmp_path, splits={"train": TRAIN}, direction="both",
+                                      max_words=4))
+    kept = {(data.split_tag(p.source)[1], p.target) for p in loaded.splits["train"]}
+    assert kept == {("धन्यवाद", "Thank you very much"), ("Thank you very much", "धन्यवाद")}
+    assert loaded.report["train"] == {"read": 8, "kept": 2, "too_long": 6}
+
+
 def test_normalisation_is_applied_to_loaded_pairs(tmp_path):
     rows = [(unicodedata.normalize("NFD", "ऩई  बात\u200b"), " New \u00a0 thing ")]
     loaded = load_splits(files_config(tmp_path, splits={"train": rows}, normalize_nukta=True))

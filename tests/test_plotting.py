@@ -150,7 +150,8 @@ def test_showcase_sources_follow_the_direction():
     sources = [source for source, _ in showcase_sources("en-hi")]
     assert "The mechanic fixed the scooter because it was leaking petrol." in sources
     assert "UPI payment failed but amount deducted, refund please." in sources
-    with pytest.raises(ValueError, match="hi-en or en-hi"):
+    assert showcase_sources("both") == showcase_sources("hi-en")  # drawn hi→en
+    with pytest.raises(ValueError, match="hi-en, en-hi or both"):
         showcase_sources("hi-fr")
 
 

@@ -1,6 +1,7 @@
 """The low-resource recipe's options: schedules, word dropout, checkpoint averaging, attention
 and activation dropout, and guided alignment (its loss, its targets, its links)."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -8,15 +9,18 @@ import translator.data as data
 from translator.alignment import hard_links, word_alignment
 from translator.batching import alignment_targets
 from translator.config import DataConfig, ModelConfig, TrainConfig
-from translator.data import DataError, load_train_links, normalize
+from translator.data import DataError, Pair, load_train_links, normalize
+from translator.encoded import EncodedCorpus
 from translator.links import LinksError
 from translator.model import Transformer
 from translator.training import (
     Budget,
+    EncodedSplit,
     alignment_loss,
     average_weights,
     drop_words,
     learning_rate_schedule,
+    pair_piece_links,
 )
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -187,3 +191,50 @@ def test_shift_reading_takes_each_words_row_one_step_later():
     shift = word_alignment(attention, *from_pieces, layer=0, shift=True)
     assert hard_links(plain.weights) == [(0, 0), (1, 1)]
     assert hard_links(shift.weights) == [(0, 1), (1, 0)]  # x → b, y → a
+
+
+# pieces by hand: a tag, Hindi राम घर गया (गया in two pieces), English Ram went home (went in two)
+PIECES = {10: "<2en>", 11: "<2hi>", 20: "▁राम", 21: "▁घर", 22: "▁ग", 23: "या", 30: "▁Ram",
+          31: "▁we", 32: "nt", 33: "▁home"}
+HINDI_IDS, ENGLISH_IDS = [20, 21, 22, 23], [30, 31, 32, 33]
+
+
+class HandPieces:
+    """The two methods of a Tokenizer that `pair_piece_links` reads."""
+
+    def source_pieces(self, ids):
+        return [PIECES[i] for i in ids]
+
+    target_pieces = source_pieces
+
+
+def hand_split(pairs, sources, targets) -> EncodedSplit:
+    def side(rows):
+        offsets = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+        return np.array([i for row in rows for i in row], dtype=np.uint16), offsets
+
+    return EncodedSplit(pairs, EncodedCorpus(*side(sources), *side(targets)))
+
+
+def test_guided_alignment_of_both_directions_counts_the_tag_and_swaps_the_links():
+    """A tagged source's word pieces stand one piece further on (the tag is piece 0, linked to
+    nothing), and the en→hi copy of a pair aligns by its swapped Hindi-first links."""
+    hindi, english = "राम घर गया", "Ram went home"
+    links = {(hindi, english): [(0, 0), (1, 2), (2, 1)]}  # राम-Ram, घर-home, गया-went
+    split = hand_split([Pair(f"<2en> {hindi}", english), Pair(f"<2hi> {english}", hindi)],
+                       [[10, *HINDI_IDS], [11, *ENGLISH_IDS]], [ENGLISH_IDS, HINDI_IDS])
+    hi_en, en_hi = pair_piece_links(split, HandPieces(), links, "both")
+    # राम(1)-▁Ram(0), घर(2)-▁home(3), ▁ग(3) and या(4) - ▁we(1) and nt(2)
+    assert hi_en == [(1, 0), (2, 3), (3, 1), (3, 2), (4, 1), (4, 2)]
+    # ▁Ram(1)-राम(0), ▁we(2) and nt(3) - ▁ग(2) and या(3), ▁home(4)-घर(1)
+    assert en_hi == [(1, 0), (2, 2), (2, 3), (3, 2), (3, 3), (4, 1)]
+    untagged = hand_split([Pair(hindi, english)], [HINDI_IDS], [ENGLISH_IDS])
+    assert [(s + 1, t) for s, t in pair_piece_links(untagged, HandPieces(), links,
+                                                    "hi-en")[0]] == hi_en
+    # the targets of the hi→en copy: [target pieces + EOS, tag + source pieces + EOS]
+    targets = alignment_targets([hi_en], target_len=5, source_len=6)[0]
+    expected = torch.zeros(5, 6)
+    expected[0, 1] = 1.0  # ▁Ram → राम
+    expected[1, 3] = expected[1, 4] = expected[2, 3] = expected[2, 4] = 0.5  # ▁we, nt → गया
+    expected[3, 2] = 1.0  # ▁home → घर
+    assert torch.equal(targets, expected) and targets[:, 0].sum() == 0  # nothing on the tag

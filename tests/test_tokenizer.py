@@ -3,8 +3,9 @@
 import unicodedata
 
 import pytest
+import sentencepiece as spm
 
-from translator.data import normalize
+from translator.data import TAGS, normalize
 from translator.tokenizer import Tokenizer, TokenizerConfig, TokenizerError
 
 HINDI = [
@@ -154,3 +155,36 @@ def test_corrupt_config_file(tmp_path):
     (tmp_path / "tokenizer" / "tokenizer.json").write_text("[1, 2")
     with pytest.raises(TokenizerError, match="not a valid tokenizer config"):
         Tokenizer.load(tmp_path / "tokenizer")
+
+
+# ---------------------------------------------------------------- data.direction=both
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_the_tags_of_both_directions_are_single_source_pieces(tmp_path, joint):
+    tokenizer = Tokenizer.train(TokenizerConfig(joint=joint), HINDI * 3, ENGLISH * 3,
+                                tmp_path / "tokenizer", tags=TAGS.values())
+    assert set(tokenizer.tags) == {"en", "hi"}
+    for language, tag in TAGS.items():
+        ids = tokenizer.encode_source(f"{tag} {ENGLISH[0]}")
+        assert ids == [tokenizer.tags[language], *tokenizer.encode_source(ENGLISH[0])]
+        assert tokenizer.source_pieces(ids)[0] == tag
+        # never split, wherever it stands
+        assert tag in tokenizer.source_pieces(tokenizer.encode_source(f"घर {tag}घर"))
+    assert Tokenizer.load(tmp_path / "tokenizer").tags == tokenizer.tags
+    assert tokenizer.encode_sources([f"<2hi> {ENGLISH[1]}", HINDI[1]]) == [
+        tokenizer.encode_source(f"<2hi> {ENGLISH[1]}"), tokenizer.encode_source(HINDI[1])]
+
+
+@pytest.mark.parametrize("joint, fingerprint", [(True, "0b603959fd004b58"),
+                                                (False, "b9683db98dd1612d")])
+def test_a_tokenizer_without_tags_is_the_one_made_before_tags_existed(tmp_path, joint,
+                                                                       fingerprint):
+    """hi-en and en-hi tokenizers stay byte for byte what they were (their fingerprints were
+    taken before direction both existed), so their checkpoints and caches still fit."""
+    if spm.__version__ != "0.2.3":  # another SentencePiece may make other models
+        pytest.skip(f"fingerprints taken with SentencePiece 0.2.3, not {spm.__version__}")
+    tokenizer = train(tmp_path, joint=joint)
+    assert tokenizer.fingerprint() == fingerprint
+    assert tokenizer.tags == {}
+    assert "<2en>" not in tokenizer.source_pieces(tokenizer.encode_source("<2en> घर"))

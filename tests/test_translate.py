@@ -145,6 +145,9 @@ def test_results_carry_text_tokens_pieces_and_attention(translator):
         assert torch.allclose(result.attention.sum(-1), torch.ones(layers, heads, rows),
                               atol=1e-5)
         assert result.warnings == [] and result.nbest == []
+        # a model of one direction reads no tag and reports no target language
+        assert result.target_language is None and "target_language" not in result.to_dict()
+    assert translator.tokenizer.tags == {} and translator.max_source_pieces == MAX_POSITIONS - 1
 
 
 def test_beam_attention_equals_teacher_forced_rescoring(translator):

@@ -9,7 +9,8 @@ links, scored with the alignment error rate (AER).
 Attention comes from two places: the model's own output (`translate_with_attention`, greedy
 or beam: the chosen hypothesis, through `translator.translate.translate` like every
 translation) and any given sentence pair by teacher forcing (`teacher_forced_attention`,
-"forced alignment").
+"forced alignment"). For a model of both directions the target-language tag goes before the
+source pieces in both, as in `translate`, and is left out of the pieces and the attention.
 
 The default view is `DEFAULT_LAYER` with all heads averaged; bench/alignment_bench.py measures
 every layer (and every head) against gold alignments, which is how the default is to be set
@@ -30,7 +31,7 @@ from translator.batching import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.tokenizer import Tokenizer, piece_words
-from translator.translate import evaluating, translate
+from translator.translate import check_target_language, evaluating, target_and_body, translate
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
 # the top): the penultimate layer, which the default recipe trains to align (guided
@@ -186,26 +187,41 @@ def word_alignment(
 # ---------------------------------------------------------------- getting the attention
 
 
-def _encode(encode, text: str, side: str, model: Transformer) -> list[int]:
+def _encode(encode, text: str, side: str, model: Transformer, reserved: int = 0) -> list[int]:
+    """The ids of ``text``, which must fit the model with its EOS (and ``reserved`` more)."""
     ids = encode(text)
     if not ids:
         raise AlignmentError(f"the {side} sentence is empty; give it at least one word")
-    if len(ids) + 1 > model.config.max_positions:
+    limit = model.config.max_positions - 1 - reserved
+    if len(ids) > limit:
         raise AlignmentError(f"the {side} sentence has {len(ids)} pieces, more than the model's "
-                             f"{model.config.max_positions - 1}; split it into shorter sentences")
+                             f"{limit}; split it into shorter sentences")
     return ids
+
+
+def _tagged_source(tokenizer: Tokenizer, text: str, model: Transformer,
+                   target_language: str | None) -> list[int]:
+    """The source ids the model reads: for a model of both directions, the tag of the target
+    language (`translate.target_and_body`) and then the text's ids."""
+    language, body, _ = target_and_body(text, tokenizer, target_language)
+    tag = [tokenizer.tags[language]] if language is not None else []
+    ids = _encode(tokenizer.encode_source, body, "source", model, len(tag))
+    return tag + ids
 
 
 @torch.no_grad()
 def teacher_forced_attentions(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     device: str | torch.device = "cpu", batch_size: int = 32,
+    target_language: str | None = None,
 ) -> list[tuple[Tensor, list[str], list[str]]]:
     """`teacher_forced_attention` for many (source, target) pairs, in batches."""
+    check_target_language(target_language, tokenizer, None)
     results = []
+    tag = int(bool(tokenizer.tags))  # a model of both directions reads a tag first
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
-        sources = [_encode(tokenizer.encode_source, s, "source", model) for s, _ in chunk]
+        sources = [_tagged_source(tokenizer, s, model, target_language) for s, _ in chunk]
         targets = [_encode(tokenizer.encode_target, t, "target", model) for _, t in chunk]
         batch = make_batch(sources, targets, tokenizer.pad_id, tokenizer.bos_id,
                            tokenizer.eos_id).to(device)
@@ -214,31 +230,34 @@ def teacher_forced_attentions(
             out = model.decode(batch.target_input, memory, source_mask, need_weights=True)
         attention = torch.stack(out.cross_attention, 1).float().cpu()  # [B, L, H, T+1, S+1]
         for row, (source_ids, target_ids) in enumerate(zip(sources, targets)):
-            matrix = attention[row, :, :, : len(target_ids) + 1, : len(source_ids) + 1]
-            results.append((matrix, tokenizer.source_pieces(source_ids),
+            matrix = attention[row, :, :, : len(target_ids) + 1, tag : len(source_ids) + 1]
+            results.append((matrix, tokenizer.source_pieces(source_ids[tag:]),
                             tokenizer.target_pieces(target_ids)))
     return results
 
 
 def teacher_forced_attention(
     model: Transformer, tokenizer: Tokenizer, source_text: str, target_text: str,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "cpu", target_language: str | None = None,
 ) -> tuple[Tensor, list[str], list[str]]:
     """Forced alignment: feed ``target_text`` to the decoder as if the model had written it and
     return the cross-attention [layers, heads, T+1, S+1] with the source and target pieces.
-    Row t is the step that predicts target piece t (the last row predicts EOS)."""
-    return teacher_forced_attentions(model, tokenizer, [(source_text, target_text)], device)[0]
+    Row t is the step that predicts target piece t (the last row predicts EOS). A model of
+    both directions is told ``target_language`` (None: the source's script decides)."""
+    return teacher_forced_attentions(model, tokenizer, [(source_text, target_text)], device,
+                                     target_language=target_language)[0]
 
 
 def translate_with_attention(
     model: Transformer, tokenizer: Tokenizer, source_text: str, beam_size: int = 1,
+    target_language: str | None = None,
 ) -> tuple[str, Tensor, list[str], list[str]]:
     """Translate ``source_text`` with `translator.translate.translate` (greedy, or beam search
     when ``beam_size`` > 1; a text longer than the model reads is split into parts there) and
     return (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source
     pieces, target pieces)."""
     result = translate(model, tokenizer, [source_text], beam_size=beam_size, batch_size=1,
-                       need_attention=True)[0]
+                       need_attention=True, target_language=target_language)[0]
     if result.attention is None:
         raise AlignmentError("the source sentence is empty; give it at least one word")
     attention = result.attention.float().cpu()
@@ -313,12 +332,15 @@ def align_pairs(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     layer: int | None = None, heads: list[int] | None = None, threshold: float | None = None,
     device: str | torch.device = "cpu", shift: bool = False,
+    target_language: str | None = None,
 ) -> list[list[Link]]:
     """Forced alignment of (source, target) sentence pairs: hard word links per pair from the
     chosen layer/heads (`hard_links`; ``shift``: the Shift-Att reading). A pair with an empty
-    side gets no links."""
+    side gets no links. A model of both directions is told ``target_language`` (None: each
+    source's script decides)."""
     usable = [i for i, (source, target) in enumerate(pairs) if source.split() and target.split()]
-    attentions = teacher_forced_attentions(model, tokenizer, [pairs[i] for i in usable], device)
+    attentions = teacher_forced_attentions(model, tokenizer, [pairs[i] for i in usable], device,
+                                           target_language=target_language)
     links: list[list[Link]] = [[] for _ in pairs]
     for i, (attention, source_pieces, target_pieces) in zip(usable, attentions):
         weights = word_alignment(attention, source_pieces, target_pieces, layer, heads,

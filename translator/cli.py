@@ -1,10 +1,10 @@
 """The command line: one command with six subcommands, also installed as console scripts.
 
     python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
-    python -m translator translate "TEXT" [--run RUN] [--beam N] [--plot FILE.png]
-                                          [--html FILE.html]
-    python -m translator evaluate [--run RUN] [--src FILE --ref FILE]
-    python -m translator align --run RUN --src FILE --tgt FILE [--gold FILE]
+    python -m translator translate "TEXT" [--run RUN] [--to en|hi] [--beam N]
+                                          [--plot FILE.png] [--html FILE.html]
+    python -m translator evaluate [--run RUN] [--src FILE --ref FILE] [--to en|hi]
+    python -m translator align --run RUN --src FILE --tgt FILE [--gold FILE] [--to en|hi]
     python -m translator demo [--causal]
     python -m translator plot-run [RUN] [--curves-only]
 
@@ -36,7 +36,7 @@ from translator.alignment import (
     select_attention,
 )
 from translator.config import Config, load_config
-from translator.data import load_splits
+from translator.data import TAGS, load_splits, split_tag
 from translator.demo import run_demo
 from translator.errors import TranslatorError
 from translator.metrics import corpus_scores
@@ -95,6 +95,21 @@ def write_failure(error: OSError) -> str:
     return message
 
 
+def _to_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--to", default=None, metavar="en|hi",
+                        help="the language to translate into, for a model trained with "
+                        "data.direction=both (default: English for input that is mostly "
+                        "Devanagari, else Hindi); a model of one direction takes only its own")
+
+
+def check_to(language: str | None) -> None:
+    """Refuse an unknown --to before anything is loaded (argparse's choices would print a
+    usage block as well as the error)."""
+    if language is not None and language not in TAGS:
+        raise TranslatorError(f"--to {language} is not a language this tool translates into; "
+                              "use --to en (English) or --to hi (Hindi)")
+
+
 def _run_arguments(parser: argparse.ArgumentParser, checkpoint: bool = True) -> None:
     parser.add_argument("--run", type=Path, default=None,
                         help="run folder (default: runs/latest, the newest run)")
@@ -123,6 +138,14 @@ def arrow(direction: str) -> str:
     return direction.replace("-", " → ")
 
 
+def translation_direction(translation: Translation, direction: str) -> str:
+    """The direction ``translation`` went: the model's, or for a model of both directions
+    the one its target language says."""
+    if translation.target_language is None:
+        return direction
+    return "hi-en" if translation.target_language == "en" else "en-hi"
+
+
 def draw_showcase(run_dir: RunDir, beam_size: int, device: str = "auto",
                   checkpoint: str = "best") -> list[Path]:
     """The showcase sentences, in the run's direction, as its ``checkpoint`` translates them:
@@ -136,7 +159,8 @@ def draw_showcase(run_dir: RunDir, beam_size: int, device: str = "auto",
         paths.append(explorer.write_explorer(
             run_dir.heatmaps_dir / f"showcase-{number}.html", result.attention,
             result.source_pieces, result.target_pieces, source, result.text,
-            title=f"showcase sentence {number} · {arrow(translator.direction)} · "
+            title=f"showcase sentence {number} · "
+            f"{arrow(plotting.showcase_direction(translator.direction))} · "
             f"beam {beam_size}", reference=reference))
     say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
         f"showcase-1.html in a browser to explore them)")
@@ -190,6 +214,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
                         "standard input)")
     parser.add_argument("--file", type=Path, help="a UTF-8 file of sentences, one a line")
     _run_arguments(parser)
+    _to_argument(parser)
     parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
     parser.add_argument("--n-best", type=int, default=1,
                         help="translations per sentence, at most the beam size (default 1)")
@@ -266,8 +291,9 @@ def draw_plots(args: argparse.Namespace, translations: list[Translation],
             if option == "html":
                 explorer.write_explorer(out, t.attention, t.source_pieces, t.target_pieces,
                                         t.source, t.text, layer=args.layer,
-                                        title=f"cross-attention explorer · {arrow(direction)}"
-                                        f" · beam {args.beam}")
+                                        title="cross-attention explorer · "
+                                        f"{arrow(translation_direction(t, direction))} · "
+                                        f"beam {args.beam}")
             elif option == "plot":
                 words = merge_to_words(select_attention(t.attention, args.layer),
                                        t.source_pieces, t.target_pieces)
@@ -286,13 +312,15 @@ def run_translate(args: argparse.Namespace) -> int:
         for option, path in plots.items():  # a bad suffix is caught before the translating
             plot_paths(path, 1, PLOT_SUFFIXES[option])
             check_output_folder(path)  # and so is a folder that is not there
+        check_to(args.to)
         texts = read_inputs(args)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        translator.check_target_language(args.to)  # --to hi for a hi-en model, say
         if plots:  # an unknown layer is caught before the translating too
             resolve_layer(args.layer, translator.model.config.num_decoder_layers)
         translations = translator.translate(texts, beam_size=args.beam, n_best=args.n_best,
                                             batch_size=args.batch_size,
-                                            need_attention=bool(plots))
+                                            need_attention=bool(plots), target_language=args.to)
         for number, translation in enumerate(translations, start=1):
             for warning in translation.warnings:
                 print(f"warning: input {number}: {warning}", file=sys.stderr)
@@ -314,6 +342,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     _run_arguments(parser)
     parser.add_argument("--src", type=Path, help="source sentences, one a line")
     parser.add_argument("--ref", type=Path, help="reference translations, line-aligned")
+    _to_argument(parser)  # without --src: the test split's half in that direction (default en)
     parser.add_argument("--out", type=Path, default=None, help="where to write the hypotheses")
     parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
@@ -327,6 +356,10 @@ def sources_and_references(args: argparse.Namespace, translator: Translator
         raise TranslatorError("give both --src and --ref, or neither to use the run's test split")
     if args.src is None:
         test = load_splits(translator.config.data).splits["test"]
+        if translator.direction == "both":  # one direction's half, hi→en unless --to hi
+            language = args.to or "en"
+            test = [p._replace(source=split_tag(p.source)[1]) for p in test
+                    if split_tag(p.source)[0] == language]
         sources, references, name = [p.source for p in test], [p.target for p in test], "test"
     else:
         sources, references, name = read_lines(args.src), read_lines(args.ref), args.src.stem
@@ -340,10 +373,15 @@ def sources_and_references(args: argparse.Namespace, translator: Translator
 
 def run_evaluate(args: argparse.Namespace) -> int:
     try:
+        check_to(args.to)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        translator.check_target_language(args.to)
         name, sources, references = sources_and_references(args, translator)
+        language = args.to or ("en" if translator.direction == "both" and args.src is None
+                               else None)
         translations = translator.translate(sources, beam_size=args.beam,
-                                            batch_size=args.batch_size, need_attention=False)
+                                            batch_size=args.batch_size, need_attention=False,
+                                            target_language=language)
         hypotheses = [t.text for t in translations]
         out = args.out or translator.run_dir.hypotheses_file(name, args.beam)
         try:
@@ -383,6 +421,7 @@ def align_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Shift-Att reading: a word's row from the step where it is the "
                         "decoder's input (measured worse than the default on this project's "
                         "models: bench/README.md)")
+    _to_argument(parser)
     parser.add_argument("--gold", type=Path, default=None, help="gold Pharaoh links: print AER")
     parser.add_argument("--gold-reversed", action="store_true",
                         help="the gold file's first index is the TARGET word (e.g. WPT-05 "
@@ -402,6 +441,7 @@ def parse_heads(text: str | None) -> list[int] | None:
 
 def run_align(args: argparse.Namespace) -> int:
     try:
+        check_to(args.to)
         sources, targets = read_lines(args.src), read_lines(args.tgt)
         if len(sources) != len(targets):
             raise AlignmentError(f"{args.src} has {len(sources)} lines but {args.tgt} has "
@@ -415,9 +455,10 @@ def run_align(args: argparse.Namespace) -> int:
                                      "sentence pairs; give one line per pair")
             check_links(gold, pairs, str(args.gold))
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
+        translator.check_target_language(args.to)
         links = align_pairs(translator.model, translator.tokenizer, pairs, args.layer,
                             parse_heads(args.heads), args.threshold, translator.device,
-                            shift=args.shift)
+                            shift=args.shift, target_language=args.to)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

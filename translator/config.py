@@ -34,7 +34,8 @@ class DataConfig:
     """data: where the sentence pairs come from and how they are cleaned (translator/data.py)."""
 
     source: str = "embedded"  # "embedded" (corpus shipped in the package) | "hub" | "files"
-    direction: str = "hi-en"  # "hi-en" | "en-hi": which language is the source
+    direction: str = "hi-en"  # "hi-en" | "en-hi": which language is the source; "both": one
+    # model for both ways, each source tagged <2en> or <2hi> for the language to write
     # Hugging Face hub
     hub_id: str = "cfilt/iitb-english-hindi"  # dataset id on the hub, or a local dataset folder
     hub_config: str | None = None  # dataset configuration name, if the dataset has several

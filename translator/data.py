@@ -3,8 +3,9 @@
 One pipeline serves every source. A reader (embedded corpus, Hugging Face hub dataset, or
 local files) yields raw (hindi, english) strings; `load_splits` normalises them, drops empty,
 over-long and badly proportioned pairs, removes duplicates and dev/test pairs that leak from
-train, and puts each pair in the configured direction. (`translator.batching` turns their
-token ids into padded tensors.)
+train, and puts each pair in the configured direction: hi-en, en-hi, or both, where every row
+gives two pairs, each source led by the tag of its target language (`TAGS`).
+(`translator.batching` turns their token ids into padded tensors.)
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from translator.links import Link, LinksError, read_pharaoh, run_eflomal, word_c
 log = logging.getLogger(__name__)
 
 SOURCES = ("embedded", "hub", "files")
-DIRECTIONS = ("hi-en", "en-hi")
+DIRECTIONS = ("hi-en", "en-hi", "both")
+# direction "both" (Johnson et al. 2017): one model translates both ways, told which language
+# to write by a tag before the source: "<2en> मैं घर जा रहा हूँ" → English, "<2hi> ..." → Hindi
+TAGS = {"en": "<2en>", "hi": "<2hi>"}
 FORMATS = ("auto", "text", "tsv", "jsonl", "parquet")
 HUB_TIMEOUT_S = 3.0  # how long to wait for the hub before suggesting local data
 BATCH_ROWS = 10_000  # rows read, normalised and filtered together
@@ -47,10 +51,25 @@ class DataError(TranslatorError):
 
 
 class Pair(NamedTuple):
-    """A normalised sentence pair, already in the configured direction."""
+    """A normalised sentence pair, already in the configured direction (for "both", the source
+    starts with the target language's tag: see `tagged`)."""
 
     source: str
     target: str
+
+
+def tagged(text: str, target_language: str) -> str:
+    """``text`` with the tag that asks for ``target_language`` ("en" or "hi") in front."""
+    return f"{TAGS[target_language]} {text}"
+
+
+def split_tag(text: str) -> tuple[str | None, str]:
+    """(target language, text without it) of a text starting with a tag and a space, or
+    (None, text) for any other text."""
+    for language, tag in TAGS.items():
+        if text.startswith(tag + " "):
+            return language, text[len(tag) + 1:]
+    return None, text
 
 
 RawBatch = tuple[list[str], list[str]]  # the raw (hindi, english) texts of consecutive rows
@@ -504,8 +523,10 @@ def _drop_reason(pair: Pair, is_train: bool, seen: set[int], cfg: DataConfig) ->
         return "empty"
     if not is_train:
         return None
-    # Normalised text has one space between words, so counting spaces counts words.
-    source_words, target_words = pair.source.count(" ") + 1, pair.target.count(" ") + 1
+    # Normalised text has one space between words, so counting spaces counts words (the
+    # tag of "both" is no word: both copies of a row must be kept or dropped alike).
+    source = split_tag(pair.source)[1] if cfg.direction == "both" else pair.source
+    source_words, target_words = source.count(" ") + 1, pair.target.count(" ") + 1
     if cfg.max_words and max(source_words, target_words) > cfg.max_words:
         return "too_long"
     # +1 smoothing keeps legitimate short pairs: "धन्यवाद" / "Thank you very much" is 2/5 = 2.5.
@@ -523,11 +544,12 @@ def _drop_reason(pair: Pair, is_train: bool, seen: set[int], cfg: DataConfig) ->
 def _clean_batch(raw: RawBatch, is_train: bool, seen: set[int], cfg: DataConfig,
                  counts: Counter[str]) -> list[Pair]:
     """The pairs of a raw batch that are kept: normalised, in the configured direction,
-    filtered; `counts` counts the rows read and each reason a row was dropped."""
+    filtered; `counts` counts the pairs read and each reason a pair was dropped (for "both",
+    two pairs a row: the filters treat both alike, so every count is twice that of hi-en)."""
     hindi = [normalize(text, cfg.normalize_nukta) for text in raw[0]]
     english = [normalize(text) for text in raw[1]]
-    counts["read"] += len(hindi)
-    pairs = map(Pair, hindi, english) if cfg.direction == "hi-en" else map(Pair, english, hindi)
+    pairs = _directed(hindi, english, cfg.direction)
+    counts["read"] += len(pairs)
     kept = []
     for pair in pairs:
         reason = _drop_reason(pair, is_train, seen, cfg)
@@ -536,6 +558,21 @@ def _clean_batch(raw: RawBatch, is_train: bool, seen: set[int], cfg: DataConfig,
         else:
             kept.append(pair)
     return kept
+
+
+def _directed(hindi: list[str], english: list[str], direction: str) -> list[Pair]:
+    """The rows as pairs of ``direction``; for "both" each row twice, hi→en then en→hi (in
+    that order, so that the first N rows of a split give N pairs each way), tagged."""
+    if direction == "hi-en":
+        return list(map(Pair, hindi, english))
+    if direction == "en-hi":
+        return list(map(Pair, english, hindi))
+    pairs = []
+    for hindi_text, english_text in zip(hindi, english):
+        # an empty side stays empty, untagged, so that the pair is dropped as "empty"
+        pairs += [Pair(tagged(hindi_text, "en") if hindi_text else "", english_text),
+                  Pair(tagged(english_text, "hi") if english_text else "", hindi_text)]
+    return pairs
 
 
 def load_splits(cfg: DataConfig,

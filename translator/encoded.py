@@ -48,7 +48,15 @@ from translator import data as data_module
 from translator import tokenizer as tokenizer_module
 from translator.batching import Batch
 from translator.config import Config
-from translator.data import BATCH_ROWS, LoadedData, Pair, data_fingerprint, load_splits
+from translator.data import (
+    BATCH_ROWS,
+    TAGS,
+    LoadedData,
+    Pair,
+    data_fingerprint,
+    load_splits,
+    split_tag,
+)
 from translator.errors import TranslatorError
 from translator.tokenizer import Tokenizer, TokenizerError
 
@@ -164,10 +172,10 @@ class EncodedCorpus:
         for pairs in batches:
             if not pairs:
                 continue
-            sides = (("source", tokenizer.source_model, [p.source for p in pairs]),
-                     ("target", tokenizer.target_model, [p.target for p in pairs]))
-            for side, model, texts in sides:
-                ids = [row[: max_tokens - 1] for row in model.encode(texts)]
+            sides = (("source", tokenizer.encode_sources, [p.source for p in pairs]),
+                     ("target", tokenizer.target_model.encode, [p.target for p in pairs]))
+            for side, encode, texts in sides:  # a tagged source: the tag's id first
+                ids = [row[: max_tokens - 1] for row in encode(texts)]
                 lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
                 counts[side].append(lengths)
                 parts[side].append(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
@@ -560,8 +568,11 @@ def _tokenizer_sample(config: Config, train: PairTable) -> list[Pair]:
 def _train_tokenizer(config: Config, train: PairTable, directory: Path) -> None:
     sample = _tokenizer_sample(config, train)
     log.info("training SentencePiece on %d of %d train pairs", len(sample), len(train))
-    Tokenizer.train(config.tokenizer, [p.source for p in sample], [p.target for p in sample],
-                    directory)
+    sources = [p.source for p in sample]
+    tags: tuple[str, ...] = ()
+    if config.data.direction == "both":  # the tags are pieces of their own, not text to learn
+        sources, tags = [split_tag(text)[1] for text in sources], tuple(TAGS.values())
+    Tokenizer.train(config.tokenizer, sources, [p.target for p in sample], directory, tags)
 
 
 def cache_folder(config: Config) -> Path | None:

@@ -9,6 +9,7 @@
         train.log                the same, plus sample translations
         test_scores.json         BLEU and chrF on the test split, with signatures
         test_hypotheses.txt      the translations those scores were computed from
+        test_hypotheses_en_hi.txt  and the en→hi ones of a run of both directions
         curves.png               the learning curves drawn from metrics.jsonl
         heatmaps/                the showcase sentences' alignment heatmaps and explorer pages
     runs/latest -> 20261130-061500
@@ -93,6 +94,11 @@ class RunDir:
     @property
     def test_hypotheses_file(self) -> Path:
         return self.path / "test_hypotheses.txt"
+
+    @property
+    def test_hypotheses_en_hi_file(self) -> Path:
+        """The en→hi test translations of a run of data.direction=both."""
+        return self.path / "test_hypotheses_en_hi.txt"
 
     def checkpoint(self, name: str) -> Path:
         """checkpoints/NAME.pt ("last", "best", "step-1200", ...)."""

@@ -2,7 +2,9 @@
 
 One shared model (joint) or one per language. Byte fallback is always on, so any character,
 even one never seen in training, encodes to byte pieces and decodes back exactly; the unknown
-id is never produced. Special ids are fixed: pad=0, unk=1, bos=2, eos=3.
+id is never produced. Special ids are fixed: pad=0, unk=1, bos=2, eos=3. A tokenizer for
+data.direction=both also knows the target-language tags (`data.TAGS`) as pieces of their own:
+a source text "<2en> ..." encodes to the tag's id followed by the ids of the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from translator.config import TokenizerConfig
-from translator.data import normalize
+from translator.data import TAGS, normalize, split_tag
 from translator.errors import TranslatorError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -38,8 +40,12 @@ def _model_files(joint: bool) -> dict[str, str]:
     return {"source": "source.model", "target": "target.model"}
 
 
-def _train_model(cfg: TokenizerConfig, texts: Iterable[str]) -> spm.SentencePieceProcessor:
+def _train_model(cfg: TokenizerConfig, texts: Iterable[str], tags: Sequence[str] = ()
+                 ) -> spm.SentencePieceProcessor:
     model = io.BytesIO()
+    # only when there are tags: without them the model (and its fingerprint) is byte for byte
+    # what it was before tags existed
+    extra = {"user_defined_symbols": list(tags)} if tags else {}
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=(normalize(text) for text in texts),
@@ -59,6 +65,7 @@ def _train_model(cfg: TokenizerConfig, texts: Iterable[str]) -> spm.SentencePiec
             input_sentence_size=cfg.input_sentence_size,  # a sample of the texts given
             shuffle_input_sentence=cfg.shuffle_input_sentence,
             minloglevel=2,  # errors only: no page of progress logging
+            **extra,
         )
     except RuntimeError as error:
         raise TokenizerError(_training_error_message(cfg, str(error))) from None
@@ -113,6 +120,9 @@ class Tokenizer:
         self.cfg = cfg
         self.source_model = source_model
         self.target_model = target_model
+        # target language -> the id of its tag, for a tokenizer trained with tags (else empty)
+        self.tags = {language: source_model.piece_to_id(tag) for language, tag in TAGS.items()
+                     if source_model.piece_to_id(tag) != UNK_ID}
 
     @classmethod
     def train(
@@ -121,17 +131,20 @@ class Tokenizer:
         source_texts: Iterable[str],
         target_texts: Iterable[str],
         out_dir: str | Path,
+        tags: Sequence[str] = (),
     ) -> Tokenizer:
-        """Train on the texts (train split only!) and save the result in `out_dir`."""
+        """Train on the texts (train split only!) and save the result in `out_dir`. ``tags``
+        (`data.TAGS` for data.direction=both) become source pieces of their own."""
         if cfg.model_type not in MODEL_TYPES:
             raise TokenizerError(
                 f"Unknown tokenizer.model_type '{cfg.model_type}'; use unigram or bpe."
             )
         if cfg.joint:
-            model = _train_model(cfg, itertools.chain(source_texts, target_texts))
+            model = _train_model(cfg, itertools.chain(source_texts, target_texts), tags)
             tokenizer = cls(cfg, model, model)
-        else:
-            tokenizer = cls(cfg, _train_model(cfg, source_texts), _train_model(cfg, target_texts))
+        else:  # only sources carry tags
+            tokenizer = cls(cfg, _train_model(cfg, source_texts, tags),
+                            _train_model(cfg, target_texts))
         tokenizer.save(out_dir)
         return tokenizer
 
@@ -185,8 +198,19 @@ class Tokenizer:
         return digest.hexdigest()[:16]
 
     def encode_source(self, text: str) -> list[int]:
-        """Ids of the source text, without bos/eos."""
-        return self.source_model.encode(_checked(normalize(text)))
+        """Ids of the source text, without bos/eos (a leading tag: its own id, first)."""
+        return self.encode_sources([_checked(normalize(text))])[0]
+
+    def encode_sources(self, texts: list[str]) -> list[list[int]]:
+        """Ids of normalised source texts, without bos/eos, in one call of SentencePiece. A
+        text led by a tag this tokenizer knows ("<2en> ...") gets the tag's id and then the
+        ids of the rest (SentencePiece alone would put a "▁" piece before the tag)."""
+        if not self.tags:
+            return self.source_model.encode(texts)
+        split = [split_tag(text) for text in texts]
+        ids = self.source_model.encode([rest for _, rest in split])
+        return [[self.tags[language], *row] if language in self.tags else row
+                for (language, _), row in zip(split, ids)]
 
     def encode_target(self, text: str) -> list[int]:
         """Ids of the target text, without bos/eos."""

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from translator.batching import Batch, TokenBatchSampler, alignment_targets
 from translator.config import Config, ModelConfig, TrainConfig, config_to_dict
-from translator.data import Pair, WordLinks, load_train_links
+from translator.data import Pair, WordLinks, load_train_links, split_tag
 from translator.device import autocast, resolve_device, resolve_precision
 from translator.encoded import EncodedCorpus, prepare_data
 from translator.errors import TranslatorError
@@ -54,6 +54,10 @@ from translator.translate import translate
 log = logging.getLogger("translator")
 
 DECODE_BATCH_SIZE = 64  # sentences per search batch for the dev and test scores
+# A run of data.direction=both is scored both ways: hi→en under the plain names (dev_chrf,
+# dev_bleu, dev_loss, test chrf and bleu), so that it compares directly with a hi-en run, and
+# en→hi under the same names ending in this suffix (dev_chrf_en_hi, chrf_en_hi, ...).
+EN_HI = "_en_hi"
 
 
 class TrainingError(TranslatorError):
@@ -247,23 +251,44 @@ def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer, links: WordLinks
                      direction: str) -> list[list[Link] | None]:
     """Each pair's word links (Hindi-first, looked up by its text) as (source piece, target
     piece) links of its encoded ids; None for pairs without links or whose links do not fit
-    the pieces (a sentence cut at max_positions)."""
+    the pieces (a sentence cut at max_positions). For direction "both" a source's tag is its
+    first piece, so its words' pieces stand one further on, and an en→hi pair takes the
+    swapped links of its hi→en twin."""
     found: list[list[Link] | None] = []
     for pair, source_ids, target_ids in zip(split.pairs, split.source_ids, split.target_ids):
-        hindi_first = direction == "hi-en"
-        key = (pair.source, pair.target) if hindi_first else (pair.target, pair.source)
+        language, source = split_tag(pair.source) if direction == "both" else (
+            None, pair.source)
+        hindi_first = language == "en" if direction == "both" else direction == "hi-en"
+        key = (source, pair.target) if hindi_first else (pair.target, source)
         word_links = links.get(key)
         if not word_links:
             found.append(None)
             continue
-        _, source_word = piece_words(tokenizer.source_pieces(source_ids))
+        tag = int(language is not None)  # the tag's piece, before the words' pieces
+        _, source_word = piece_words(tokenizer.source_pieces(source_ids[tag:]))
         _, target_word = piece_words(tokenizer.target_pieces(target_ids))
         try:
-            found.append(piece_links(word_links if hindi_first else swap(word_links),
-                                     source_word, target_word))
+            pieces = piece_links(word_links if hindi_first else swap(word_links),
+                                 source_word, target_word)
         except LinksError:
             found.append(None)
+            continue
+        found.append([(source_piece + tag, target_piece) for source_piece, target_piece
+                      in pieces])
     return found
+
+
+def scored_directions(direction: str) -> list[tuple[str, str | None]]:
+    """(metric-name suffix, target language to ask for) of each direction a run is scored in:
+    one, unnamed, for a run of one direction; hi→en ("") then en→hi (`EN_HI`) for "both"."""
+    return [("", "en"), (EN_HI, "hi")] if direction == "both" else [("", None)]
+
+
+def direction_rows(pairs: Sequence[Pair], target_language: str | None) -> list[int]:
+    """Indices of the pairs whose source is tagged for ``target_language`` (None: all)."""
+    if target_language is None:
+        return list(range(len(pairs)))
+    return [i for i, pair in enumerate(pairs) if split_tag(pair.source)[0] == target_language]
 
 
 # ---------------------------------------------------------------- building a run
@@ -486,52 +511,80 @@ class Trainer:
     # -- validation
 
     @torch.no_grad()
-    def dev_loss(self) -> float:
-        """Cross-entropy per target token on the dev split (no label smoothing)."""
+    def dev_loss(self, rows: Sequence[int] | None = None) -> float:
+        """Cross-entropy per target token on the dev split, or on its pairs at ``rows`` (no
+        label smoothing)."""
         run = self.run
         run.model.eval()
-        sampler = TokenBatchSampler(run.dev_data.lengths(), self.cfg.batch_tokens, seed=0,
+        lengths = run.dev_data.lengths()
+        rows = np.arange(len(lengths)) if rows is None else np.asarray(rows, dtype=np.int64)
+        sampler = TokenBatchSampler(lengths[rows], self.cfg.batch_tokens, seed=0,
                                     shuffle=False)
         total, tokens = 0.0, 0
         for indices in sampler:
-            batch = run.dev_data.batch(indices, run.tokenizer, run.device)
+            batch = run.dev_data.batch(rows[indices].tolist(), run.tokenizer, run.device)
             with autocast(run.device, run.precision):
                 logits = run.model(batch.source, batch.target_input)
             total += token_loss(logits, batch.target_output, run.tokenizer.pad_id, 0.0).item()
             tokens += batch.num_target_tokens
         return total / max(1, tokens)
 
-    def translate_texts(self, texts: list[str], beam_size: int = 1) -> list[str]:
+    def translate_texts(self, texts: list[str], beam_size: int = 1,
+                        target_language: str | None = None) -> list[str]:
         """The model's translations of ``texts`` (the one decoding path, in the run's
-        precision), in order."""
+        precision), in order; ``target_language`` for a model of both directions."""
         run = self.run
         with autocast(run.device, run.precision):
             results = translate(run.model, run.tokenizer, texts, beam_size=beam_size,
-                                batch_size=DECODE_BATCH_SIZE, need_attention=False)
+                                batch_size=DECODE_BATCH_SIZE, need_attention=False,
+                                target_language=target_language)
         return [result.text for result in results]
+
+    def translate_pairs(self, pairs: Sequence[Pair], target_language: str | None,
+                        beam_size: int = 1) -> list[str]:
+        """The translations of the pairs' sources (without their tags: the target language
+        is asked for by name)."""
+        sources = [split_tag(p.source)[1] if target_language else p.source for p in pairs]
+        return self.translate_texts(sources, beam_size, target_language)
 
     def validate(self) -> dict[str, Any]:
         """Dev loss, perplexity, BLEU and chrF (greedy, on the first eval_sentences); a few
-        sample translations go to the log."""
+        sample translations go to the log. A run of both directions is validated in both,
+        on the first eval_sentences of each (so validating costs twice a hi-en run's, and its
+        hi→en numbers are those a hi-en run computes on the same sentences)."""
         cfg, dev = self.cfg, self.run.dev_data
-        count = len(dev.pairs) if cfg.eval_sentences <= 0 else cfg.eval_sentences
-        pairs = dev.pairs[:count]
-        hypotheses = self.translate_texts([p.source for p in pairs])
-        scores = corpus_scores(hypotheses, [p.target for p in pairs], metrics=("bleu", "chrf"))
-        loss = self.dev_loss()
-        record = {
-            "kind": "validation", "step": self.step, "dev_loss": round(loss, 4),
-            "dev_perplexity": round(math.exp(min(loss, 50.0)), 2),
-            "dev_bleu": round(scores["bleu"], 2), "dev_chrf": round(scores["chrf"], 2),
-            "dev_sentences": len(pairs),
-        }
-        for pair, hypothesis in list(zip(pairs, hypotheses))[: cfg.eval_samples]:
-            log.info("  source:    %s\n  reference: %s\n  output:    %s", pair.source,
-                     pair.target, hypothesis)
+        record: dict[str, Any] = {"kind": "validation", "step": self.step}
+        for suffix, language in scored_directions(self.run.config.data.direction):
+            rows = direction_rows(dev.pairs, language)
+            count = len(rows) if cfg.eval_sentences <= 0 else cfg.eval_sentences
+            pairs = [dev.pairs[i] for i in rows[:count]]
+            hypotheses = self.translate_pairs(pairs, language)
+            scores = corpus_scores(hypotheses, [p.target for p in pairs],
+                                   metrics=("bleu", "chrf"))
+            loss = self.dev_loss(rows)
+            record.update({
+                f"dev_loss{suffix}": round(loss, 4),
+                f"dev_perplexity{suffix}": round(math.exp(min(loss, 50.0)), 2),
+                f"dev_bleu{suffix}": round(scores["bleu"], 2),
+                f"dev_chrf{suffix}": round(scores["chrf"], 2),
+                f"dev_sentences{suffix}": len(pairs),
+            })
+            for pair, hypothesis in list(zip(pairs, hypotheses))[: cfg.eval_samples]:
+                log.info("  source:    %s\n  reference: %s\n  output:    %s", pair.source,
+                         pair.target, hypothesis)
         return record
 
+    @staticmethod
+    def en_hi_scores(record: dict[str, Any], prefix: str = "dev_") -> str:
+        """"  en→hi BLEU 3.1  chrF 20.4" for a record of a run of both directions, else ""."""
+        if f"{prefix}chrf{EN_HI}" not in record:
+            return ""
+        return (f"  en→hi BLEU {record[f'{prefix}bleu{EN_HI}']:.1f}  chrF "
+                f"{record[f'{prefix}chrf{EN_HI}']:.1f}")
+
     def score_key(self, record: dict[str, Any]) -> float:
-        """The early-stopping metric of a validation, signed so that higher is better."""
+        """The early-stopping metric of a validation, signed so that higher is better; for a
+        run of both directions, its hi→en score (the plain names), as a hi-en run picks."""
         metric = self.cfg.early_stopping_metric
         return -record["dev_loss"] if metric == "loss" else record[f"dev_{metric}"]
 
@@ -569,7 +622,8 @@ class Trainer:
             self.write_metrics(record)
             say(f"step {self.step}: dev loss {record['dev_loss']:.3f}  ppl "
                 f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
-                f"{record['dev_chrf']:.1f}" + ("  (best)" if improved else ""))
+                f"{record['dev_chrf']:.1f}" + self.en_hi_scores(record)
+                + ("  (best)" if improved else ""))
             self.save("last", also=("best",) if improved else ())  # best.pt: a link, no copy
             self.remember_weights()
             patience = self.cfg.patience
@@ -685,7 +739,7 @@ class Trainer:
         self.write_metrics(record)
         say(f"average of the last {len(self.snapshots)} validations: dev BLEU "
             f"{record['dev_bleu']:.1f}  chrF {record['dev_chrf']:.1f}"
-            + ("  (best)" if improved else ""))
+            + self.en_hi_scores(record) + ("  (best)" if improved else ""))
         self.save("averaged")
         if improved:
             self.best.insert(0, (self.score_key(record), self.step))
@@ -704,7 +758,8 @@ class Trainer:
 
     def score_test(self) -> dict[str, Any]:
         """Score the test split with the best checkpoint; write test_scores.json and
-        test_hypotheses.txt."""
+        test_hypotheses.txt (a run of both directions: hi→en there and under the plain keys,
+        en→hi in test_hypotheses_en_hi.txt and under keys ending in _en_hi)."""
         run = self.run
         if not run.main:
             return {}
@@ -715,19 +770,24 @@ class Trainer:
         if not test_pairs:
             return {}
         beam = self.cfg.test_beam_size
-        hypotheses = self.translate_texts([p.source for p in test_pairs], beam_size=beam)
-        found = corpus_scores(hypotheses, [p.target for p in test_pairs],
-                              metrics=("bleu", "chrf"))
-        scores = {"split": "test", "sentences": len(test_pairs), "beam_size": beam,
-                  "bleu": round(found["bleu"], 2), "chrf": round(found["chrf"], 2),
-                  "bleu_signature": found["bleu_signature"],
-                  "chrf_signature": found["chrf_signature"]}
-        run.run_dir.test_hypotheses_file.write_text("\n".join(hypotheses) + "\n",
-                                                    encoding="utf-8")
+        scores: dict[str, Any] = {"split": "test"}
+        for suffix, language in scored_directions(run.config.data.direction):
+            pairs = [test_pairs[i] for i in direction_rows(test_pairs, language)]
+            hypotheses = self.translate_pairs(pairs, language, beam_size=beam)
+            found = corpus_scores(hypotheses, [p.target for p in pairs],
+                                  metrics=("bleu", "chrf"))
+            scores.update({f"sentences{suffix}": len(pairs), "beam_size": beam,
+                           f"bleu{suffix}": round(found["bleu"], 2),
+                           f"chrf{suffix}": round(found["chrf"], 2),
+                           f"bleu_signature{suffix}": found["bleu_signature"],
+                           f"chrf_signature{suffix}": found["chrf_signature"]})
+            path = run.run_dir.test_hypotheses_en_hi_file if suffix else (
+                run.run_dir.test_hypotheses_file)
+            path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
         run.run_dir.test_scores_file.write_text(json.dumps(scores, indent=2) + "\n")
         self.write_metrics({"kind": "test", "step": self.step, **scores})
-        say(f"test split ({len(test_pairs)} sentences, beam {beam}): BLEU {scores['bleu']:.1f}"
-            f"  chrF {scores['chrf']:.1f}")
+        say(f"test split ({scores['sentences']} sentences, beam {beam}): BLEU "
+            f"{scores['bleu']:.1f}  chrF {scores['chrf']:.1f}" + self.en_hi_scores(scores, ""))
         return scores
 
     def close(self) -> None:

@@ -11,6 +11,12 @@ them (greedy or beam, batched by length) and turns the hypotheses back into text
 `Translation` carries the tokens, the score, the subword pieces of both sides and, when asked
 for, the cross-attention of the output that was chosen (every layer and head), ready for
 `translator.alignment` and `translator.plotting`.
+
+A model of both directions (data.direction=both; its tokenizer knows the tags of `data.TAGS`)
+is told which language to write by a tag before the source pieces, put there by `translate`
+alone: the language asked for (``target_language``, ``--to``), else a tag the text starts
+with, else the one the script suggests (mostly Devanagari: English; otherwise Hindi). The tag
+is no word of the source, so it is left out of ``source_pieces`` and of the attention.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from torch import Tensor
 
 from translator.checkpoint import load_checkpoint
 from translator.config import Config, ModelConfig
-from translator.data import normalize
+from translator.data import TAGS, normalize, split_tag
 from translator.device import resolve_device
 from translator.errors import TranslatorError
 from translator.model import Transformer
@@ -41,6 +47,7 @@ DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 # split into parts may take: 2^26 floats, 256 MB; a longer input is translated without it
 MAX_ATTENTION_CELLS = 2**26
 SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
+LANGUAGE_NAMES = {"hi": "Hindi", "en": "English"}
 
 
 class TranslateError(TranslatorError):
@@ -55,21 +62,30 @@ class Translation:
     # greedy: the sum of token log-probabilities; beam: that sum / the GNMT length penalty;
     # an input split into parts: the sum of the parts' scores
     score: float
-    source_pieces: list[str]  # pieces of the source ids fed to the model, without the EOS
+    # pieces of the source ids fed to the model, without the EOS (and without the tag of a
+    # model of both directions)
+    source_pieces: list[str]
     target_pieces: list[str]  # pieces of ``tokens``
     # [layers, heads, len(target_pieces) + 1, len(source_pieces) + 1]: the last row is the
-    # EOS step, the last column the source EOS; None when not asked for (or empty input)
+    # EOS step, the last column the source EOS; None when not asked for (or empty input).
+    # A tag's column is left out, so there a row sums to 1 minus the weight the tag drew.
     attention: Tensor | None = field(default=None, repr=False, compare=False)
     # the n-best list, best first (nbest[0] has this translation's content, with an empty
     # nbest of its own); empty when only one translation was asked for
     nbest: list[Translation] = field(default_factory=list, repr=False, compare=False)
     warnings: list[str] = field(default_factory=list)  # what went wrong with the input
+    # the language a model of both directions was told to write ("en" or "hi"); None for a
+    # model of one direction
+    target_language: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-friendly part (no attention): source, text, score, tokens, warnings and,
-        when there is one, the n-best list."""
+        """The JSON-friendly part (no attention): source, text, score, tokens, warnings,
+        the target language of a model of both directions and, when there is one, the n-best
+        list."""
         record: dict[str, Any] = {"source": self.source, "text": self.text, "score": self.score,
                                   "tokens": self.tokens, "warnings": self.warnings}
+        if self.target_language is not None:
+            record["target_language"] = self.target_language
         if self.nbest:
             record["nbest"] = [{"text": t.text, "score": t.score, "tokens": t.tokens}
                                for t in self.nbest]
@@ -101,13 +117,41 @@ def _check_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, config: ModelC
 # ---------------------------------------------------------------- input checks
 
 
-def script_warning(text: str, direction: str) -> str | None:
-    """A warning when most letters are in the other language's script (a best-effort
-    translation follows anyway); Latin words inside Hindi text (UPI, OTP) are normal."""
+def devanagari_share(text: str) -> float | None:
+    """The share of the letters of ``text`` that are Devanagari; None without letters."""
     letters = [c for c in text if c.isalpha()]
     if not letters:
         return None
-    devanagari = sum(bool(DEVANAGARI.match(c)) for c in letters) / len(letters)
+    return sum(bool(DEVANAGARI.match(c)) for c in letters) / len(letters)
+
+
+def language_from_script(text: str) -> str:
+    """The language a model of both directions writes when not told: English for text that
+    is mostly Devanagari, Hindi for anything else."""
+    share = devanagari_share(text)
+    return "en" if share is not None and share >= 0.5 else "hi"
+
+
+def script_warning(text: str, direction: str, target_language: str | None = None
+                   ) -> str | None:
+    """A warning when most letters are in the other language's script (a best-effort
+    translation follows anyway); Latin words inside Hindi text (UPI, OTP) are normal. For a
+    model of both directions ("both") the ``target_language`` asked for decides which script
+    the input should be in; None (the language follows the script) never warns."""
+    devanagari = devanagari_share(text)
+    if devanagari is None:
+        return None
+    if direction == "both":
+        if target_language is None:
+            return None
+        source = "Hindi" if target_language == "en" else "English"
+        asked = (f"{LANGUAGE_NAMES[target_language]} was asked for, which this model "
+                 f"translates from {source}; it was translated anyway, expect a poor result")
+        if target_language == "en" and devanagari < 0.5:
+            return f"the input is not in Devanagari, but {asked}"
+        if target_language == "hi" and devanagari >= 0.5:
+            return f"the input is in Devanagari, but {asked}"
+        return None
     if direction == "hi-en" and devanagari < 0.5:
         return ("the input is not in Devanagari, but this model translates Hindi to English; "
                 "it was translated anyway, expect a poor result")
@@ -171,6 +215,7 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
         target_pieces=[piece for part in parts for piece in part.target_pieces],
         attention=attention,
         warnings=warnings,
+        target_language=parts[0].target_language,
     )
     if parts[0].nbest:  # only the best translations of the parts can be joined
         merged.nbest = [dataclasses.replace(merged, nbest=[])]
@@ -191,26 +236,70 @@ def evaluating(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
+def check_target_language(target_language: str | None, tokenizer: Tokenizer,
+                          direction: str | None) -> None:
+    """Refuse a ``target_language`` that is no language of this tool, or that a model of one
+    ``direction`` (None: not checked) does not write."""
+    if direction == "both" and not tokenizer.tags:
+        raise TranslateError("the run was trained with data.direction=both but its tokenizer "
+                             "has no language tags; use the run folder it came from")
+    if target_language is None:
+        return
+    if target_language not in TAGS:
+        raise TranslateError(f"unknown target language {target_language!r}; use en (English) "
+                             "or hi (Hindi)")
+    if tokenizer.tags or direction is None or direction.endswith(target_language):
+        return
+    source, target = (LANGUAGE_NAMES[side] for side in direction.split("-"))
+    raise TranslateError(f"this model translates {source} to {target} only, so it cannot "
+                         f"translate into {LANGUAGE_NAMES[target_language]}; use a model trained "
+                         f"with data.direction=both or {direction[3:]}-{direction[:2]}")
+
+
+def target_and_body(text: str, tokenizer: Tokenizer, target_language: str | None
+                    ) -> tuple[str | None, str, bool]:
+    """(the language the model is to write, the text without a tag, whether the language was
+    asked for) for a model of both directions: ``target_language``, else the tag the text
+    starts with, else the script's. (None, text, False) for a model of one direction."""
+    if not tokenizer.tags:
+        return None, text, False
+    tag_language, body = split_tag(normalize(text))
+    language = target_language or tag_language
+    if language is not None:
+        return language, body, True
+    return language_from_script(body), body, False
+
+
 def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               direction: str | None = None, beam_size: int = 5, n_best: int = 1,
-              batch_size: int = 32, need_attention: bool = True) -> list[Translation]:
+              batch_size: int = 32, need_attention: bool = True,
+              target_language: str | None = None) -> list[Translation]:
     """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
     greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
     batches of ``batch_size`` of similar length, on the model's device. An empty text gives
     an empty Translation; text longer than the model can read is split into parts translated
-    one by one, and text in the wrong script for ``direction`` ("hi-en" or "en-hi"; None: not
-    checked) is translated anyway; both get a warning."""
+    one by one, and text in the wrong script for ``direction`` ("hi-en", "en-hi" or "both";
+    None: not checked) is translated anyway; both get a warning. A model of both directions
+    writes ``target_language`` ("en" or "hi"; None: see `target_and_body`), for a model of
+    one direction it may only name that direction's target."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise TranslateError(f"beam size {beam_size} and n-best {n_best} don't fit: "
                              "both must be at least 1 and n-best at most the beam size")
-    limit = model.config.max_positions - 1  # the source EOS takes one position
+    check_target_language(target_language, tokenizer, direction)
+    # the source EOS takes one position, and so does a tag
+    limit = model.config.max_positions - 1 - bool(tokenizer.tags)
     requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
     warnings: list[list[str]] = [[] for _ in texts]
+    languages: list[str | None] = []
     for i, text in enumerate(texts):
-        parts, warnings[i] = _source_parts(text, tokenizer, limit, direction)
-        requests += [(i, part) for part in parts]
+        language, body, asked = target_and_body(text, tokenizer, target_language)
+        parts, warnings[i] = _source_parts(body, tokenizer, limit, direction,
+                                           language if asked else None)
+        tag = [tokenizer.tags[language]] if language is not None else []
+        requests += [(i, tag + part) for part in parts]
+        languages.append(language)
     tok = tokenizer
     with evaluating(model):
         hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
@@ -218,11 +307,13 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
                                        need_attention)
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
-        parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer))
+        parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer,
+                                        languages[i]))
     results = []
-    for text, parts, text_warnings in zip(texts, parts_of, warnings):
+    for text, parts, text_warnings, language in zip(texts, parts_of, warnings, languages):
         if not parts:  # an empty input: one empty translation (the n-best list's only one)
-            empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings)
+            empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings,
+                                target_language=language)
             empty.nbest = [dataclasses.replace(empty)] if n_best > 1 else []
             results.append(empty)
         elif len(parts) == 1:
@@ -232,15 +323,15 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     return results
 
 
-def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | None
-                  ) -> tuple[list[list[int]], list[str]]:
+def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | None,
+                  target_language: str | None) -> tuple[list[list[int]], list[str]]:
     """The source ids of ``text`` in parts of at most ``limit`` pieces (none for an empty
-    text), and the warnings about it."""
+    text), and the warnings about it (``target_language``: the one asked for, if any)."""
     ids = tokenizer.encode_source(text)
     if not ids:
         return [], []
     warnings = []
-    warning = script_warning(text, direction) if direction else None
+    warning = script_warning(text, direction, target_language) if direction else None
     if warning:
         warnings.append(warning)
     if len(ids) <= limit:
@@ -252,7 +343,11 @@ def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | 
 
 
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
-                 warnings: list[str], tokenizer: Tokenizer) -> Translation:
+                 warnings: list[str], tokenizer: Tokenizer, target_language: str | None
+                 ) -> Translation:
+    # a tag (the first id, when there is a target language) is no source word: its piece and
+    # its attention column are left out of what is returned for reading and drawing
+    skip = int(target_language is not None)
     translations = []
     for hypothesis in nbest:
         attention = hypothesis.cross_attention
@@ -261,10 +356,12 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
             text=tokenizer.decode_target(hypothesis.tokens),
             tokens=hypothesis.tokens,
             score=hypothesis.score,
-            source_pieces=tokenizer.source_pieces(ids),
+            source_pieces=tokenizer.source_pieces(ids[skip:]),
             target_pieces=tokenizer.target_pieces(hypothesis.tokens),
-            attention=attention[:, :, :, : len(ids) + 1] if attention is not None else None,
+            attention=attention[:, :, :, skip : len(ids) + 1] if attention is not None
+            else None,
             warnings=warnings,
+            target_language=target_language,
         ))
     best = dataclasses.replace(translations[0])
     best.nbest = translations if n_best > 1 else []
@@ -282,7 +379,7 @@ class Translator:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
-        self.direction = config.data.direction  # "hi-en" or "en-hi"
+        self.direction = config.data.direction  # "hi-en", "en-hi" or "both"
         self.run_dir: RunDir | None = None  # set by from_run
         self.device = torch.device("cpu")
         self.to(device)
@@ -316,11 +413,19 @@ class Translator:
 
     @property
     def max_source_pieces(self) -> int:
-        """The longest source the model can read, in pieces (its EOS takes one position)."""
-        return self.model.config.max_positions - 1
+        """The longest source the model can read, in pieces (its EOS takes one position, and
+        so does the tag of a model of both directions)."""
+        return self.model.config.max_positions - 1 - bool(self.tokenizer.tags)
+
+    def check_target_language(self, target_language: str | None) -> None:
+        """Refuse a target language this model does not write (`check_target_language`)."""
+        check_target_language(target_language, self.tokenizer, self.direction)
 
     def translate(self, texts: list[str], beam_size: int = 5, n_best: int = 1,
-                  batch_size: int = 32, need_attention: bool = True) -> list[Translation]:
-        """`translate` with this run's model, tokenizer and direction."""
+                  batch_size: int = 32, need_attention: bool = True,
+                  target_language: str | None = None) -> list[Translation]:
+        """`translate` with this run's model, tokenizer and direction; ``target_language``
+        ("en" or "hi") tells a model of both directions which language to write (None: the
+        one a tag at the start of a text, or else its script, suggests)."""
         return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
-                         batch_size, need_attention)
+                         batch_size, need_attention, target_language)
