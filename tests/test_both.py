@@ -53,10 +53,9 @@ def write_tsv(path: Path, rows) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def both_run(tmp_path_factory) -> Path:
-    """A run of direction both, with guided alignment (monotone links written by hand)."""
-    folder = tmp_path_factory.mktemp("both")
+def train_both(folder: Path) -> Path:
+    """A run of direction both in ``folder``, with guided alignment (monotone links written by
+    hand); about 10 s on one core."""
     links = folder / "train.align"
     links.write_text("".join(" ".join(f"{k}-{k}" for k in range(min(len(hi.split()),
                                                                      len(en.split())))) + "\n"
@@ -74,6 +73,11 @@ def both_run(tmp_path_factory) -> Path:
     run_dir, code = train(config)
     assert code == 0
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def both_run(tmp_path_factory) -> Path:
+    return train_both(tmp_path_factory.mktemp("both"))
 
 
 @pytest.fixture(scope="module")

@@ -171,7 +171,8 @@ class TrainConfig:
     alignment_head: int = -1  # the supervised head of that layer; -1: the mean of its heads
     log_every: int = 50  # steps between metric lines in metrics.jsonl
     eval_every: int = 500  # steps between validations (dev loss, BLEU, chrF)
-    eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all)
+    eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all); per direction
+    # for data.direction=both, whose hi→en scores keep the plain names (dev_chrf, ...)
     eval_samples: int = 3  # sample translations written to the log at each validation
     early_stopping_metric: str = "chrf"  # "chrf", "bleu" or "loss" (dev), picks best.pt
     patience: int = 0  # validations without improvement before stopping; 0: never stop early
