@@ -94,6 +94,7 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
+SMALL = ["model.layers=2", "model.d_ff=512", "train.batch_tokens=1500"]
 # round 2: overrides of configs/default.yaml as it is (guided alignment λ 0.2, inverse square
 # root, warm-up 300, lr 0.002, batches of 3000 tokens, dropout 0.2, 4k vocabulary)
 CURRENT: dict[str, list[str]] = {
@@ -116,6 +117,26 @@ CURRENT: dict[str, list[str]] = {
     "guided-head0": ["train.alignment_head=0"],
     "unguided": ["train.alignment_weight=0"],
     "both": ["data.direction=both"],
+    # round 3: round 2's winners together (smaller batches: more updates; cheaper steps)
+    "b1500+ff512": ["train.batch_tokens=1500", "model.d_ff=512"],
+    "b1500+layers2+ff512": ["train.batch_tokens=1500", "model.layers=2", "model.d_ff=512"],
+    "b1000": ["train.batch_tokens=1000"],
+    "b1000+ff512": ["train.batch_tokens=1000", "model.d_ff=512"],
+    "b1500+ff512+both": ["train.batch_tokens=1500", "model.d_ff=512", "data.direction=both"],
+    "b1500+ff512+w150": ["train.batch_tokens=1500", "model.d_ff=512", "train.warmup_steps=150"],
+    # round 4: on the round-3 winner, "small" (2+2 layers, d_ff 512, batches of 1500 tokens)
+    **{f"small{name}": SMALL + extra for name, extra in {
+        "": [],
+        "+b1000": ["train.batch_tokens=1000"],
+        "+lr3e-3": ["train.learning_rate=0.003"],
+        "+unguided": ["train.alignment_weight=0"],
+        "+guided0.5": ["train.alignment_weight=0.5"],
+        "+guided-head0": ["train.alignment_head=0"],
+        "+intersect": [f"data.train_alignment_path={ROOT}/bench/results/links/"
+                       "train.intersection.align"],
+        "+both": ["data.direction=both"],
+        "+drop0.1": ["model.dropout=0.1"],
+    }.items()},
 }
 BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
 
