@@ -284,9 +284,9 @@ def test_tokenizer_trains_on_a_sample_of_the_configured_size(tmp_path, corpus_fi
                                                              monkeypatch):
     seen = {}
 
-    def train(cfg, source_texts, target_texts, out_dir):
+    def train(cfg, source_texts, target_texts, out_dir, tags=()):
         seen["sources"], seen["targets"] = list(source_texts), list(target_texts)
-        return real_train(cfg, seen["sources"], seen["targets"], out_dir)
+        return real_train(cfg, seen["sources"], seen["targets"], out_dir, tags)
 
     real_train = Tokenizer.train
     monkeypatch.setattr(Tokenizer, "train", train)
