@@ -127,7 +127,9 @@ def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
         ("wall time: data, SentencePiece, training, validations, test score",
          f"{minutes:.1f} min", f"< {TARGET_MINUTES:.0f} min",
          "yes" if minutes < TARGET_MINUTES else "**no**"),
-        ("optimiser steps", f"{train[-1]['step'] if train else 0:,}", "", ""),
+        # the last step is validated when the time limit stops training between log lines
+        ("optimiser steps", f"{max((m['step'] for m in train + validations), default=0):,}",
+         "", ""),
         ("training tokens/s (median of logged windows; min–max)",
          f"{statistics.median(speeds):,.0f} ({min(speeds):,.0f}–{max(speeds):,.0f})"
          if speeds else "–", "", ""),
