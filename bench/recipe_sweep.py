@@ -131,6 +131,9 @@ CURRENT: dict[str, list[str]] = {
         "+lr3e-3": ["train.learning_rate=0.003"],
         "+unguided": ["train.alignment_weight=0"],
         "+guided0.5": ["train.alignment_weight=0.5"],
+        "+guided0.05": ["train.alignment_weight=0.05"],
+        "+vocab2k": ["tokenizer.vocab_size=2000"],
+        "+vocab8k": ["tokenizer.vocab_size=8000"],
         "+guided-head0": ["train.alignment_head=0"],
         "+intersect": [f"data.train_alignment_path={ROOT}/bench/results/links/"
                        "train.intersection.align"],
