@@ -152,6 +152,15 @@ def read_embedded_test() -> tuple[list[tuple[str, str]], list[list[Link]]]:
         read_split_links("test")
 
 
+def read_reference(reference: str, data: Path) -> tuple[list[tuple[str, str]],
+                                                         list[list[Link]], str]:
+    """(hindi, english) pairs, their Hindi-first links and the set's name for ``reference``:
+    "wpt05" (gold, in ``data``) or "embedded-test" (silver: the shipped eflomal links)."""
+    if reference == "wpt05":
+        return *read_alignment_set(data / ALIGNMENT_SET), ALIGNMENT_SET
+    return *read_embedded_test(), "the embedded test split (silver: its shipped eflomal links)"
+
+
 def in_direction(pairs: list[tuple[str, str]], gold: list[list[Link]],
                  source_side: str) -> tuple[list[tuple[str, str]], list[list[Link]]]:
     """Pairs as (source, target) and links as (source word, target word) for the model."""
@@ -305,7 +314,7 @@ def main() -> int:
     sections = []
     try:
         if not args.eflomal_only:
-            sections.append(model_section(args, folder))
+            sections.append(model_section(args))
         if not args.no_eflomal:
             sections.append(eflomal_report(args, folder))
     except TranslatorError as error:
@@ -326,24 +335,20 @@ def default_view_aer(run_dir: Path, reference: str, data: Path = PUBLIC) -> floa
     if reference == "wpt05" and not (data / ALIGNMENT_SET).is_dir():
         return None
     translator = Translator.from_run(run_dir)
-    pairs, gold = in_direction(*(read_alignment_set(data / ALIGNMENT_SET)
-                                 if reference == "wpt05" else read_embedded_test()),
-                               translator.direction.split("-")[0])
+    pairs, gold, _ = read_reference(reference, data)
+    pairs, gold = in_direction(pairs, gold, translator.direction.split("-")[0])
     attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
                                            translator.device)
     return score(attentions, gold, lambda attention: attention[DEFAULT_LAYER].mean(0))
 
 
-def model_section(args: argparse.Namespace, folder: Path) -> list[str]:
+def model_section(args: argparse.Namespace) -> list[str]:
     """Train (or load) the run and score its cross-attention."""
     run_dir = args.run or train_on_public_data(args)
     translator = Translator.from_run(run_dir, device=args.device)
     direction = translator.direction
-    reference = (read_alignment_set(folder) if args.reference == "wpt05"
-                 else read_embedded_test())
-    name = ALIGNMENT_SET if args.reference == "wpt05" else \
-        "the embedded test split (silver: its shipped eflomal links)"
-    pairs, gold = in_direction(*reference, direction.split("-")[0])
+    pairs, gold, name = read_reference(args.reference, args.data)
+    pairs, gold = in_direction(pairs, gold, direction.split("-")[0])
     attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
                                            translator.device)
     for (source, _), (_, source_pieces, _) in zip(pairs, attentions):

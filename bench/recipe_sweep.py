@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
 
 from alignment_bench import default_view_aer  # noqa: E402  (bench/, beside this file)
 
@@ -161,6 +160,18 @@ def records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+def aer_columns(run_dir: Path) -> dict[str, float | None]:
+    """The table's AER columns for a trained run: its default heatmap view (decoder layer -2,
+    heads averaged) against WPT-05's gold links (None without the public data) and against
+    the embedded test split's shipped links; empty when the run saved no checkpoint."""
+    if not (run_dir / "checkpoints").is_dir():
+        return {}
+    scores = {column: default_view_aer(run_dir, reference) for column, reference in
+              (("aer_wpt05", "wpt05"), ("aer_in_domain", "embedded-test"))}
+    return {column: None if value is None else round(value, 3)
+            for column, value in scores.items()}
+
+
 def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str],
                 base: list[str], common: list[str], out: Path) -> dict:
     run_dir = out / name
@@ -180,11 +191,6 @@ def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str
     averaged = [m for m in metrics if m["kind"] == "averaged"]
     test = [m for m in metrics if m["kind"] == "test"]
     speeds = [m["tokens_per_second"] for m in train[1:]] or [0]
-    aer = {}
-    if code == 0 and (run_dir / "checkpoints").is_dir():
-        for reference in ("wpt05", "embedded-test"):  # the default view: layer -2, mean
-            value = default_view_aer(run_dir, reference)
-            aer[reference] = None if value is None else round(value, 3)
     return {
         "variant": name, "overrides": " ".join(overrides), "exit": code,
         "wall_min": round(wall / 60, 2), "steps": train[-1]["step"] if train else 0,
@@ -195,7 +201,7 @@ def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str
         "avg_bleu": averaged[-1]["dev_bleu"] if averaged else None,
         "test_chrf": test[-1]["chrf"] if test else None,
         "test_bleu": test[-1]["bleu"] if test else None,
-        "aer_wpt05": aer.get("wpt05"), "aer_in_domain": aer.get("embedded-test"),
+        **(aer_columns(run_dir) if code == 0 else {}),
     }
 
 
@@ -223,10 +229,8 @@ def collected(out: Path, names: list[str]) -> list[dict]:
         newest[result["variant"]] = result
     results = [newest[name] for name in names if name in newest]
     for result in results:
-        run_dir = out / result["variant"]
-        if "aer_wpt05" not in result and (run_dir / "checkpoints").is_dir():
-            result["aer_wpt05"] = round(default_view_aer(run_dir, "wpt05") or 0, 3) or None
-            result["aer_in_domain"] = round(default_view_aer(run_dir, "embedded-test"), 3)
+        if "aer_wpt05" not in result:
+            result.update(aer_columns(out / result["variant"]))
     return results
 
 
