@@ -41,7 +41,7 @@ from translator.demo import run_demo
 from translator.errors import TranslatorError
 from translator.metrics import corpus_scores
 from translator.run_dir import RunDir
-from translator.training import is_main_process, say, train
+from translator.training import direction_rows, is_main_process, say, train
 from translator.translate import Translation, Translator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -358,8 +358,8 @@ def sources_and_references(args: argparse.Namespace, translator: Translator
         test = load_splits(translator.config.data).splits["test"]
         if translator.direction == "both":  # one direction's half, hi→en unless --to hi
             language = args.to or "en"
-            test = [p._replace(source=split_tag(p.source)[1]) for p in test
-                    if split_tag(p.source)[0] == language]
+            test = [test[i]._replace(source=split_tag(test[i].source)[1])
+                    for i in direction_rows(test, language)]
         sources, references, name = [p.source for p in test], [p.target for p in test], "test"
     else:
         sources, references, name = read_lines(args.src), read_lines(args.ref), args.src.stem
