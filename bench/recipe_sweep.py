@@ -139,6 +139,15 @@ CURRENT: dict[str, list[str]] = {
         "+both": ["data.direction=both"],
         "+drop0.1": ["model.dropout=0.1"],
     }.items()},
+    # round 6: on configs/default.yaml as it is (small, λ 0.5); "long40" runs with --minutes 40
+    # to find where this recipe levels off
+    "long40": [],
+    "attn0": ["model.attention_dropout=0.0"],
+    "act0": ["model.activation_dropout=0.0"],
+    "drop0.3": ["model.dropout=0.3"],
+    "avg3": ["train.average_last=3"],
+    "wdrop0.1": ["train.word_dropout=0.1"],
+    "d192": ["model.d_model=192"],
 }
 BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
 

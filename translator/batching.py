@@ -187,10 +187,11 @@ def alignment_targets(piece_links: list[list[tuple[int, int]] | None], target_le
     """[B, target_len, source_len] attention targets from each row's (source piece, target
     piece) links: a target piece linked to n source pieces puts 1/n on each of them; pieces
     without links (and rows given None) stay all zero and are left out of the loss."""
+    cells = [(row, target, source) for row, links in enumerate(piece_links)
+             for source, target in links or () if source < source_len and target < target_len]
     targets = torch.zeros(len(piece_links), target_len, source_len)
-    for row, links in enumerate(piece_links):
-        for source, target in links or ():
-            if source < source_len and target < target_len:
-                targets[row, target, source] = 1.0
+    if cells:  # one indexed write for the whole batch: a write per link costs ~7% of a step
+        rows, target_pieces, source_pieces = torch.tensor(cells).unbind(1)
+        targets[rows, target_pieces, source_pieces] = 1.0
     counts = targets.sum(-1, keepdim=True)
     return targets / counts.clamp_min(1.0)
