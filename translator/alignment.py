@@ -30,6 +30,7 @@ from torch import Tensor
 from translator.batching import make_batch
 from translator.errors import TranslatorError
 from translator.model import Transformer
+from translator.search import RepetitionBans
 from translator.tokenizer import Tokenizer, piece_words
 from translator.translate import check_target_language, evaluating, target_and_body, translate
 
@@ -250,14 +251,14 @@ def teacher_forced_attention(
 
 def translate_with_attention(
     model: Transformer, tokenizer: Tokenizer, source_text: str, beam_size: int = 1,
-    target_language: str | None = None,
+    target_language: str | None = None, bans: RepetitionBans | None = None,
 ) -> tuple[str, Tensor, list[str], list[str]]:
     """Translate ``source_text`` with `translator.translate.translate` (greedy, or beam search
     when ``beam_size`` > 1; a text longer than the model reads is split into parts there) and
     return (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source
-    pieces, target pieces)."""
+    pieces, target pieces); ``bans`` as in translation (`repetition_bans`)."""
     result = translate(model, tokenizer, [source_text], beam_size=beam_size, batch_size=1,
-                       need_attention=True, target_language=target_language)[0]
+                       need_attention=True, target_language=target_language, bans=bans)[0]
     if result.attention is None:
         raise AlignmentError("the source sentence is empty; give it at least one word")
     attention = result.attention.float().cpu()

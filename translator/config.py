@@ -178,6 +178,10 @@ class TrainConfig:
     patience: int = 0  # validations without improvement before stopping; 0: never stop early
     keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
     test_beam_size: int = 4  # beam size for the final test-split score (1: greedy)
+    # what every search of the run (validation, test, heatmaps, translate.py) never writes
+    # twice: n-grams of n pieces (0: any), and a word right after itself (translator.search)
+    no_repeat_ngram: int = 0
+    no_doubled_words: bool = False
     heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
 
     def __post_init__(self) -> None:
@@ -194,8 +198,9 @@ class TrainConfig:
             raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
         if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
             raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
-        if self.alignment_weight < 0 or self.average_last < 0:
-            raise ValueError("alignment_weight and average_last must not be negative")
+        if self.alignment_weight < 0 or self.average_last < 0 or self.no_repeat_ngram < 0:
+            raise ValueError("alignment_weight, average_last and no_repeat_ngram must not be "
+                             "negative")
 
 
 # ---------------------------------------------------------------- the whole config

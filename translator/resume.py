@@ -29,6 +29,8 @@ MAY_CHANGE = (
     "patience",  # early stopping: validations without improvement, counted from the start
     "average_last",  # how many of the last validations to average at the end
     "test_beam_size",  # the final test score's beam
+    "no_repeat_ngram",  # and what searches may not repeat
+    "no_doubled_words",
     "heatmaps",  # the showcase heatmaps at the end
 )
 

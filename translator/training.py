@@ -49,7 +49,7 @@ from translator.model import Transformer
 from translator.resume import check_resume
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer, piece_words
-from translator.translate import translate
+from translator.translate import repetition_bans, translate
 
 log = logging.getLogger("translator")
 
@@ -392,6 +392,7 @@ class Trainer:
         self.evaluations_without_improvement = 0
         self.stop_signal: int | None = None
         self.snapshots: list[dict[str, torch.Tensor]] = []  # for average_last
+        self.bans = repetition_bans(run.tokenizer, self.cfg)  # what searches may not repeat
         if resume:
             self.load_state(run.run_dir.load_checkpoint("last", run.device))
         self.train_model: nn.Module = run.model
@@ -537,7 +538,7 @@ class Trainer:
         with autocast(run.device, run.precision):
             results = translate(run.model, run.tokenizer, texts, beam_size=beam_size,
                                 batch_size=DECODE_BATCH_SIZE, need_attention=False,
-                                target_language=target_language)
+                                target_language=target_language, bans=self.bans)
         return [result.text for result in results]
 
     def translate_pairs(self, pairs: Sequence[Pair], target_language: str | None,

@@ -33,13 +33,13 @@ import torch
 from torch import Tensor
 
 from translator.checkpoint import load_checkpoint
-from translator.config import Config, ModelConfig
+from translator.config import Config, ModelConfig, TrainConfig
 from translator.data import TAGS, normalize, split_tag
 from translator.device import resolve_device
 from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.run_dir import RunDir
-from translator.search import Hypothesis, search_in_batches
+from translator.search import Hypothesis, RepetitionBans, search_in_batches
 from translator.tokenizer import Tokenizer
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
@@ -270,10 +270,23 @@ def target_and_body(text: str, tokenizer: Tokenizer, target_language: str | None
     return language_from_script(body), body, False
 
 
+def repetition_bans(tokenizer: Tokenizer, cfg: TrainConfig) -> RepetitionBans | None:
+    """The repetitions a run's searches refuse (``train.no_repeat_ngram``,
+    ``train.no_doubled_words``), or None when it refuses none."""
+    if not cfg.no_repeat_ngram and not cfg.no_doubled_words:
+        return None
+    word_starts = None
+    if cfg.no_doubled_words:
+        pieces = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
+        word_starts = torch.tensor([piece.startswith("▁") for piece in pieces])
+    return RepetitionBans(cfg.no_repeat_ngram, word_starts)
+
+
 def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               direction: str | None = None, beam_size: int = 5, n_best: int = 1,
               batch_size: int = 32, need_attention: bool = True,
-              target_language: str | None = None) -> list[Translation]:
+              target_language: str | None = None, bans: RepetitionBans | None = None,
+              ) -> list[Translation]:
     """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
     greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
     batches of ``batch_size`` of similar length, on the model's device. An empty text gives
@@ -281,7 +294,8 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     one by one, and text in the wrong script for ``direction`` ("hi-en", "en-hi" or "both";
     None: not checked) is translated anyway; both get a warning. A model of both directions
     writes ``target_language`` ("en" or "hi"; None: see `target_and_body`), for a model of
-    one direction it may only name that direction's target."""
+    one direction it may only name that direction's target. ``bans``: repetitions no
+    hypothesis may hold (`repetition_bans`; None: none)."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
     if beam_size < 1 or not 1 <= n_best <= beam_size:
@@ -304,7 +318,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     with evaluating(model):
         hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
                                        tok.bos_id, tok.eos_id, beam_size, n_best, batch_size,
-                                       need_attention)
+                                       need_attention, bans)
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
         parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer,
@@ -381,6 +395,7 @@ class Translator:
         self.config = config
         self.direction = config.data.direction  # "hi-en", "en-hi" or "both"
         self.run_dir: RunDir | None = None  # set by from_run
+        self.bans = repetition_bans(tokenizer, config.train)  # the run's, unless changed
         self.device = torch.device("cpu")
         self.to(device)
 
@@ -417,6 +432,19 @@ class Translator:
         so does the tag of a model of both directions)."""
         return self.model.config.max_positions - 1 - bool(self.tokenizer.tags)
 
+    def set_repetition_bans(self, no_repeat_ngram: int | None = None,
+                            no_doubled_words: bool | None = None) -> None:
+        """Change what this translator's searches refuse to repeat (None keeps the run's
+        ``train.no_repeat_ngram`` / ``train.no_doubled_words``)."""
+        if no_repeat_ngram is not None and no_repeat_ngram < 0:
+            raise TranslateError(f"--no-repeat-ngram must be 0 (off) or more, not "
+                                 f"{no_repeat_ngram}")
+        changes = {"no_repeat_ngram": no_repeat_ngram, "no_doubled_words": no_doubled_words}
+        cfg = dataclasses.replace(self.config.train,
+                                  **{k: v for k, v in changes.items() if v is not None})
+        self.config = dataclasses.replace(self.config, train=cfg)
+        self.bans = repetition_bans(self.tokenizer, cfg)
+
     def check_target_language(self, target_language: str | None) -> None:
         """Refuse a target language this model does not write (`check_target_language`)."""
         check_target_language(target_language, self.tokenizer, self.direction)
@@ -428,4 +456,4 @@ class Translator:
         ("en" or "hi") tells a model of both directions which language to write (None: the
         one a tag at the start of a text, or else its script, suggests)."""
         return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
-                         batch_size, need_attention, target_language)
+                         batch_size, need_attention, target_language, self.bans)
