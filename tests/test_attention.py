@@ -5,7 +5,12 @@ import math
 import pytest
 import torch
 
-from translator.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from translator.attention import (
+    MultiHeadAttention,
+    causal_mask,
+    dropout,
+    scaled_dot_product_attention,
+)
 
 Q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 K = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0]])
@@ -110,3 +115,20 @@ def test_fused_and_explicit_paths_agree():
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(100, heads=8)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
+def test_cpu_dropout_zeroes_the_share_asked_and_scales_the_rest(p):
+    torch.manual_seed(0)
+    x = torch.rand(400, 1000) + 1.0  # no zeros of its own
+    x.requires_grad_(True)
+    out = dropout(x, p)
+    zeroed = out == 0
+    assert abs(zeroed.float().mean().item() - p) < 0.005  # 400k draws: σ ≈ 0.0008
+    kept = ~zeroed
+    assert torch.allclose(out[kept], x[kept] / (1 - p))
+    out.sum().backward()  # the gradient flows through the kept elements only, scaled alike
+    assert torch.allclose(x.grad, kept.float() / (1 - p))
+    # each row and column gets its share too: the 16-bit draws are not striped
+    assert (zeroed.float().mean(0) - p).abs().max() < 0.1
+    assert dropout(x, 0.0) is x
