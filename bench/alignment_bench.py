@@ -337,8 +337,9 @@ def default_view_aer(run_dir: Path, reference: str, data: Path = PUBLIC) -> floa
     translator = Translator.from_run(run_dir)
     pairs, gold, _ = read_reference(reference, data)
     pairs, gold = in_direction(pairs, gold, translator.direction.split("-")[0])
-    attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
-                                           translator.device)
+    attentions = teacher_forced_attentions(
+        translator.model, translator.tokenizer, pairs, translator.device,
+        full_context=translator.config.train.alignment_full_context)
     return score(attentions, gold, lambda attention: attention[DEFAULT_LAYER].mean(0))
 
 
@@ -349,8 +350,9 @@ def model_section(args: argparse.Namespace) -> list[str]:
     direction = translator.direction
     pairs, gold, name = read_reference(args.reference, args.data)
     pairs, gold = in_direction(pairs, gold, direction.split("-")[0])
-    attentions = teacher_forced_attentions(translator.model, translator.tokenizer, pairs,
-                                           translator.device)
+    attentions = teacher_forced_attentions(
+        translator.model, translator.tokenizer, pairs, translator.device,
+        full_context=translator.config.train.alignment_full_context)
     for (source, _), (_, source_pieces, _) in zip(pairs, attentions):
         if len(source.split()) != len(piece_words(source_pieces)[0]):
             raise TranslatorError(f"the pieces of {source!r} do not spell its words")

@@ -148,6 +148,7 @@ CURRENT: dict[str, list[str]] = {
     "avg3": ["train.average_last=3"],
     "wdrop0.1": ["train.word_dropout=0.1"],
     "d192": ["model.d_model=192"],
+    "attn0+fullctx": ["model.attention_dropout=0.0", "train.alignment_full_context=true"],
 }
 BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
 
@@ -202,7 +203,9 @@ def run_variant(name: str, overrides: list[str], minutes: float, extra: list[str
     speeds = [m["tokens_per_second"] for m in train[1:]] or [0]
     return {
         "variant": name, "overrides": " ".join(overrides), "exit": code,
-        "wall_min": round(wall / 60, 2), "steps": train[-1]["step"] if train else 0,
+        "wall_min": round(wall / 60, 2),
+        # the last validated step: training ends with a validation, the log line before it
+        "steps": (validations or train)[-1]["step"] if train else 0,
         "tok_s": round(sum(speeds) / len(speeds)),
         "dev_chrf": validations[-1]["dev_chrf"] if validations else None,
         "dev_bleu": validations[-1]["dev_bleu"] if validations else None,

@@ -1,13 +1,15 @@
 """The low-resource recipe's options: schedules, word dropout, checkpoint averaging, attention
 and activation dropout, and guided alignment (its loss, its targets, its links)."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 import translator.data as data
 from translator.alignment import hard_links, word_alignment
-from translator.batching import alignment_targets
+from translator.batching import alignment_targets, make_batch
 from translator.config import DataConfig, ModelConfig, TrainConfig
 from translator.data import DataError, Pair, load_train_links, normalize
 from translator.encoded import EncodedCorpus
@@ -18,9 +20,11 @@ from translator.training import (
     EncodedSplit,
     alignment_loss,
     average_weights,
+    batch_loss,
     drop_words,
     learning_rate_schedule,
     pair_piece_links,
+    token_loss,
 )
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -145,6 +149,49 @@ def test_forward_returns_the_asked_layers_cross_attention():
     assert torch.allclose(logits, full.logits, atol=1e-6)
     assert torch.allclose(attention, full.cross_attention[0], atol=1e-6)
     assert torch.allclose(model(source, target), logits, atol=1e-6)
+
+
+def test_full_context_alignment_sees_the_whole_target_and_leaves_the_logits_alone():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
+                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    source = torch.randint(4, 30, (2, 5))
+    target = torch.randint(4, 30, (2, 4))
+    logits, attention = model(source, target, attention_layer=-2, full_context_alignment=True)
+    memory, mask = model.encode(source)
+    unmasked = model.decode(target, memory, mask, need_weights=True, full_context=True)
+    assert torch.allclose(attention, unmasked.cross_attention[0], atol=1e-6)  # one view
+    assert torch.allclose(logits, model(source, target), atol=1e-6)  # prediction stays causal
+    # the first row changes when only the last target piece does: it sees the future ...
+    changed = target.clone()
+    changed[:, -1] = (changed[:, -1] + 1 - 4) % 26 + 4
+    _, attention_changed = model(source, changed, attention_layer=-2,
+                                 full_context_alignment=True)
+    assert not torch.allclose(attention[:, :, 0], attention_changed[:, :, 0], atol=1e-4)
+    # ... which the causal pass, the control, does not
+    _, causal = model(source, target, attention_layer=-2)
+    _, causal_changed = model(source, changed, attention_layer=-2)
+    assert torch.allclose(causal[:, :, 0], causal_changed[:, :, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("full_context", [False, True])
+def test_the_guided_loss_supervises_the_pass_the_config_names(full_context):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
+                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    batch = make_batch([[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14]], PAD, BOS, EOS)
+    batch.alignment = alignment_targets([[(0, 0), (1, 1)], [(1, 0), (0, 2)]], 4, 4)
+    cfg = TrainConfig(alignment_weight=0.5, alignment_full_context=full_context,
+                      label_smoothing=0.0)
+    tokenizer = SimpleNamespace(pad_id=PAD, unk_id=UNK, eos_id=EOS)
+    loss = batch_loss(model, batch, tokenizer, cfg, torch.device("cpu"), "fp32")
+    memory, mask = model.encode(batch.source)
+    logits = model.decode(batch.target_input, memory, mask).logits  # always causal
+    attention = model.decode(batch.target_input, memory, mask, need_weights=True,
+                             full_context=full_context).cross_attention[0]
+    expected = (token_loss(logits, batch.target_output, PAD, 0.0)
+                + 0.5 * alignment_loss(attention, batch.alignment))
+    assert torch.allclose(loss, expected / batch.num_target_tokens, atol=1e-6)
 
 
 def test_embedded_corpus_links_cover_every_train_pair():

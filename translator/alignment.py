@@ -214,9 +214,11 @@ def _tagged_source(tokenizer: Tokenizer, text: str, model: Transformer,
 def teacher_forced_attentions(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     device: str | torch.device = "cpu", batch_size: int = 32,
-    target_language: str | None = None,
+    target_language: str | None = None, full_context: bool = False,
 ) -> list[tuple[Tensor, list[str], list[str]]]:
-    """`teacher_forced_attention` for many (source, target) pairs, in batches."""
+    """`teacher_forced_attention` for many (source, target) pairs, in batches; with
+    ``full_context`` from a decoder pass without the causal mask (the view a run trained with
+    ``train.alignment_full_context`` was taught to align)."""
     check_target_language(target_language, tokenizer, None)
     results = []
     tag = int(bool(tokenizer.tags))  # a model of both directions reads a tag first
@@ -228,7 +230,8 @@ def teacher_forced_attentions(
                            tokenizer.eos_id).to(device)
         with evaluating(model):
             memory, source_mask = model.encode(batch.source)
-            out = model.decode(batch.target_input, memory, source_mask, need_weights=True)
+            out = model.decode(batch.target_input, memory, source_mask, need_weights=True,
+                               full_context=full_context)
         attention = torch.stack(out.cross_attention, 1).float().cpu()  # [B, L, H, T+1, S+1]
         for row, (source_ids, target_ids) in enumerate(zip(sources, targets)):
             matrix = attention[row, :, :, : len(target_ids) + 1, tag : len(source_ids) + 1]
@@ -333,7 +336,7 @@ def align_pairs(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],
     layer: int | None = None, heads: list[int] | None = None, threshold: float | None = None,
     device: str | torch.device = "cpu", shift: bool = False,
-    target_language: str | None = None,
+    target_language: str | None = None, full_context: bool = False,
 ) -> list[list[Link]]:
     """Forced alignment of (source, target) sentence pairs: hard word links per pair from the
     chosen layer/heads (`hard_links`; ``shift``: the Shift-Att reading). A pair with an empty
@@ -341,7 +344,8 @@ def align_pairs(
     source's script decides)."""
     usable = [i for i, (source, target) in enumerate(pairs) if source.split() and target.split()]
     attentions = teacher_forced_attentions(model, tokenizer, [pairs[i] for i in usable], device,
-                                           target_language=target_language)
+                                           target_language=target_language,
+                                           full_context=full_context)
     links: list[list[Link]] = [[] for _ in pairs]
     for i, (attention, source_pieces, target_pieces) in zip(usable, attentions):
         weights = word_alignment(attention, source_pieces, target_pieces, layer, heads,

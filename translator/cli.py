@@ -479,7 +479,8 @@ def run_align(args: argparse.Namespace) -> int:
         translator.check_target_language(args.to)
         links = align_pairs(translator.model, translator.tokenizer, pairs, args.layer,
                             parse_heads(args.heads), args.threshold, translator.device,
-                            shift=args.shift, target_language=args.to)
+                            shift=args.shift, target_language=args.to,
+                            full_context=translator.config.train.alignment_full_context)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -169,6 +169,9 @@ class TrainConfig:
     alignment_weight: float = 0.0
     alignment_layer: int = -2  # the supervised decoder layer (Python index)
     alignment_head: int = -1  # the supervised head of that layer; -1: the mean of its heads
+    # supervise (and read alignments from) a second decoder pass without the causal mask, in
+    # which every target piece sees the whole target (Garg et al.'s full target context)
+    alignment_full_context: bool = False
     log_every: int = 50  # steps between metric lines in metrics.jsonl
     eval_every: int = 500  # steps between validations (dev loss, BLEU, chrF)
     eval_sentences: int = 400  # dev sentences translated for BLEU/chrF (0: all); per direction

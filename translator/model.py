@@ -226,10 +226,13 @@ class Transformer(nn.Module):
         """[batch, 1, 1, source_len]: every query may look at every non-pad source token."""
         return (source != self.config.pad_id)[:, None, None, :]
 
-    def target_mask(self, target_input: Tensor) -> Tensor:
-        """[batch, 1, T, T]: causal (no looking ahead) and no looking at padding."""
-        causal = causal_mask(target_input.size(1), target_input.device)
-        return causal[None, None] & (target_input != self.config.pad_id)[:, None, None, :]
+    def target_mask(self, target_input: Tensor, full_context: bool = False) -> Tensor:
+        """[batch, 1, T, T]: causal (no looking ahead) and no looking at padding; with
+        ``full_context``, only no padding (every position sees the whole target)."""
+        not_pad = (target_input != self.config.pad_id)[:, None, None, :]
+        if full_context:
+            return not_pad
+        return causal_mask(target_input.size(1), target_input.device)[None, None] & not_pad
 
     def encode(self, source: Tensor) -> tuple[Tensor, Tensor]:
         """Source ids [batch, S] → (memory [batch, S, d_model], source_mask)."""
@@ -250,14 +253,17 @@ class Transformer(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
         attention_layer: int | None = None,
+        full_context: bool = False,
     ) -> DecoderOutput:
         """Target ids [batch, T] → logits. With a ``cache``, ``target_input`` holds only the
         new positions: earlier keys/values come from the cache, which this call extends.
         ``need_weights`` returns every layer's cross-attention; ``attention_layer`` only that
-        layer's (the others keep the fused kernel), as a list of one."""
+        layer's (the others keep the fused kernel), as a list of one. ``full_context`` (no
+        cache) lifts the causal mask: attention for aligning a known target, not for
+        predicting it (`alignment_attention`)."""
         offset = cache.length if cache is not None else 0
         if cache is None:
-            target_mask = self.target_mask(target_input)
+            target_mask = self.target_mask(target_input, full_context)
         elif target_input.size(1) == 1:
             target_mask = None  # one new position may look at everything decoded so far
         else:  # several new positions at once: causal with respect to the cached prefix
@@ -279,12 +285,31 @@ class Transformer(nn.Module):
         logits = F.linear(x, self.target_embeddings.tokens.weight, self.output_bias)
         return DecoderOutput(logits, cross_attention)
 
-    def forward(self, source: Tensor, target_input: Tensor,
-                attention_layer: int | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    def alignment_attention(self, target_input: Tensor, memory: Tensor, source_mask: Tensor,
+                            layer: int) -> Tensor:
+        """Cross-attention [batch, heads, T, S] of decoder ``layer`` when every target
+        position sees the whole target, as when aligning a known sentence pair: Garg et al.'s
+        (2019) full-context alignment pass (fairseq's --full-context-alignment). Row t still
+        belongs to target piece t + 1 (the piece predicted there); layers above are not run."""
+        target_mask = self.target_mask(target_input, full_context=True)
+        x = self.target_embeddings(target_input)
+        last = layer % len(self.decoder_layers)
+        for i, decoder_layer in enumerate(self.decoder_layers[: last + 1]):
+            x, weights = decoder_layer(x, memory, target_mask, source_mask,
+                                       need_weights=i == last)
+        return weights
+
+    def forward(self, source: Tensor, target_input: Tensor, attention_layer: int | None = None,
+                full_context_alignment: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher forcing: logits [batch, T, target_vocab] for every target position; with
         ``attention_layer``, also that decoder layer's cross-attention [batch, heads, T, S]
-        (guided alignment trains it)."""
+        (guided alignment trains it), from a second, unmasked pass through the layers up to
+        it when ``full_context_alignment``."""
         memory, source_mask = self.encode(source)
+        if full_context_alignment and attention_layer is not None:
+            logits = self.decode(target_input, memory, source_mask).logits
+            return logits, self.alignment_attention(target_input, memory, source_mask,
+                                                    attention_layer)
         out = self.decode(target_input, memory, source_mask, attention_layer=attention_layer)
         if attention_layer is None:
             return out.logits

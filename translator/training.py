@@ -203,7 +203,8 @@ def batch_loss(model: nn.Module, batch: Batch, tokenizer: Tokenizer, cfg: TrainC
     guided = cfg.alignment_weight > 0 and batch.alignment is not None
     with autocast(device, precision):
         out = model(source, batch.target_input,
-                    attention_layer=cfg.alignment_layer if guided else None)
+                    attention_layer=cfg.alignment_layer if guided else None,
+                    full_context_alignment=cfg.alignment_full_context)
     logits, attention = out if guided else (out, None)
     loss = token_loss(logits, batch.target_output, tokenizer.pad_id, cfg.label_smoothing)
     if guided:
