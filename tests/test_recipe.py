@@ -285,3 +285,24 @@ def test_guided_alignment_of_both_directions_counts_the_tag_and_swaps_the_links(
     expected[1, 3] = expected[1, 4] = expected[2, 3] = expected[2, 4] = 0.5  # ▁we, nt → गया
     expected[3, 2] = 1.0  # ▁home → घर
     assert torch.equal(targets, expected) and targets[:, 0].sum() == 0  # nothing on the tag
+
+
+def test_a_full_context_run_draws_the_full_context_pass_and_says_so(tiny_run, tmp_path):
+    from translator.alignment import describe_view
+    from translator.translate import Translator
+    translator = Translator.from_run(tiny_run, device="cpu")
+    text = "राजेश ने टिकट बुक की"
+    searched = translator.translate([text], beam_size=1)[0]
+    translator.config.train.alignment_full_context = True
+    unmasked = translator.translate([text], beam_size=1)[0]
+    assert unmasked.tokens == searched.tokens  # the search is the same ...
+    source = translator.tokenizer.encode_source(text)
+    memory, mask = translator.model.encode(torch.tensor([source + [EOS]]))
+    target = torch.tensor([[BOS, *unmasked.tokens]])
+    expected = translator.model.decode(target, memory, mask, need_weights=True,
+                                       full_context=True).cross_attention
+    # ... its attention is the unmasked pass over the output, every layer
+    assert torch.allclose(unmasked.attention, torch.stack(expected, 1)[0], atol=1e-5)
+    assert not torch.allclose(unmasked.attention, searched.attention, atol=1e-4)
+    assert describe_view(unmasked.attention, full_context=True).endswith(
+        ", full target context")

@@ -87,8 +87,9 @@ def select_attention(
 
 
 def describe_view(attention: Tensor, layer: int | None = None,
-                  heads: list[int] | None = None) -> str:
-    """A title naming the view, e.g. 'layer 2 (of 0–2), mean of heads 0–7'."""
+                  heads: list[int] | None = None, full_context: bool = False) -> str:
+    """A title naming the view, e.g. 'layer 2 (of 0–2), mean of heads 0–7', and ', full
+    target context' for attention read from a pass without the causal mask."""
     num_layers, num_heads = attention.shape[:2]
     index = resolve_layer(layer, num_layers)
     if heads is None or sorted(heads) == list(range(num_heads)):
@@ -97,7 +98,8 @@ def describe_view(attention: Tensor, layer: int | None = None,
         which = f"head {heads[0]}"
     else:
         which = "mean of heads " + ",".join(map(str, heads))
-    return f"layer {index} (of 0–{num_layers - 1}), {which}"
+    context = ", full target context" if full_context else ""
+    return f"layer {index} (of 0–{num_layers - 1}), {which}{context}"
 
 
 # ---------------------------------------------------------------- pieces → words

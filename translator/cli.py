@@ -161,7 +161,8 @@ def draw_showcase(run_dir: RunDir, beam_size: int, device: str = "auto",
             result.source_pieces, result.target_pieces, source, result.text,
             title=f"showcase sentence {number} · "
             f"{arrow(plotting.showcase_direction(translator.direction))} · "
-            f"beam {beam_size}", reference=reference))
+            f"beam {beam_size}", reference=reference,
+            full_context=translator.config.train.alignment_full_context))
     say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
         f"showcase-1.html in a browser to explore them)")
     return paths
@@ -280,9 +281,9 @@ def plot_paths(path: Path, count: int, suffixes: tuple[str, ...] = plotting.FORM
 
 
 def draw_plots(args: argparse.Namespace, translations: list[Translation],
-               direction: str = "hi-en") -> None:
+               direction: str = "hi-en", full_context: bool = False) -> None:
     """The heatmaps (and explorer pages) asked for, of every non-empty translation; their
-    paths to stderr."""
+    paths to stderr. ``full_context``: the attention is the full-context pass's (titles)."""
     drawn = [t for t in translations if t.attention is not None]
     for option in PLOT_OPTIONS:
         path = getattr(args, option)
@@ -292,13 +293,15 @@ def draw_plots(args: argparse.Namespace, translations: list[Translation],
             if option == "html":
                 explorer.write_explorer(out, t.attention, t.source_pieces, t.target_pieces,
                                         t.source, t.text, layer=args.layer,
+                                        full_context=full_context,
                                         title="cross-attention explorer · "
                                         f"{arrow(translation_direction(t, direction))} · "
                                         f"beam {args.beam}")
             elif option == "plot":
                 words = merge_to_words(select_attention(t.attention, args.layer),
                                        t.source_pieces, t.target_pieces)
-                plotting.plot_heatmap(words, out, title=describe_view(t.attention, args.layer))
+                plotting.plot_heatmap(words, out, title=describe_view(
+                    t.attention, args.layer, full_context=full_context))
             elif option == "plot_heads":
                 plotting.plot_heads(t.attention, t.source_pieces, t.target_pieces, args.layer,
                                     out)
@@ -327,7 +330,8 @@ def run_translate(args: argparse.Namespace) -> int:
             for warning in translation.warnings:
                 print(f"warning: input {number}: {warning}", file=sys.stderr)
             print(output_line(translation, args.json), flush=True)
-        draw_plots(args, translations, translator.direction)
+        draw_plots(args, translations, translator.direction,
+                   translator.config.train.alignment_full_context)
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -87,8 +87,10 @@ def explorer_data(
     attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
     source_text: str, translation_text: str, title: str = "cross-attention explorer",
     reference: str | None = None, layer: int | None = None, heads: list[int] | None = None,
+    full_context: bool = False,
 ) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data.
+    """Everything the page shows, as JSON-ready data (``full_context``: the titles say the
+    attention is the full-context pass's).
 
     ``attention`` is [layers, heads, T+1, S+1] as a `Translation` carries it (T target pieces
     plus the EOS step, S source pieces plus the source EOS). ``layer`` (None: the default
@@ -110,8 +112,8 @@ def explorer_data(
                        target_pieces)]
         views += [_view(attention[index, h], source_pieces, target_pieces)
                   for h in range(num_heads)]
-        titles = [describe_view(attention, index, heads)]
-        titles += [describe_view(attention, index, [h]) for h in range(num_heads)]
+        titles = [describe_view(attention, index, heads, full_context)]
+        titles += [describe_view(attention, index, [h], full_context) for h in range(num_heads)]
         for key, values in zip(("weights", "links", "eos_share"), zip(*views)):
             result[key]["mean"].append(values[0])
             result[key]["heads"].append(list(values[1:]))
@@ -240,7 +242,7 @@ def write_explorer(
     path: str | Path, attention: Tensor, source_pieces: Sequence[str],
     target_pieces: Sequence[str], source_text: str, translation_text: str,
     title: str = "cross-attention explorer", reference: str | None = None,
-    layer: int | None = None, heads: list[int] | None = None,
+    layer: int | None = None, heads: list[int] | None = None, full_context: bool = False,
 ) -> Path:
     """Write the explorer page of one translation to ``path`` (.html); see `explorer_data` for
     the arguments. Returns the path."""
@@ -248,7 +250,7 @@ def write_explorer(
     if path.suffix.lower() not in SUFFIXES:
         raise ValueError(f"the explorer is an HTML page; end {path} in .html")
     data = explorer_data(attention, source_pieces, target_pieces, source_text,
-                         translation_text, title, reference, layer, heads)
+                         translation_text, title, reference, layer, heads, full_context)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(explorer_html(data), encoding="utf-8")
     return path

@@ -203,13 +203,15 @@ def all_heads_as_words(attention: Tensor, source_pieces: Sequence[str],
 
 def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
                    out_dir: str | Path, name: str, layer: int | None = None,
-                   heads: list[int] | None = None, **extra) -> list[Path]:
+                   heads: list[int] | None = None, full_context: bool = False, **extra
+                   ) -> list[Path]:
     """The full set for one sentence: NAME.png and NAME.svg (the chosen view), NAME-heads.png,
-    NAME-layers.png and NAME.json (the view plus every layer and head, as words)."""
+    NAME-layers.png and NAME.json (the view plus every layer and head, as words);
+    ``full_context`` says in the title that the attention is the full-context pass's."""
     out_dir = Path(out_dir)
     alignment = merge_to_words(select_attention(attention, layer, heads), source_pieces,
                                target_pieces)
-    view = describe_view(attention, layer, heads)
+    view = describe_view(attention, layer, heads, full_context)
     paths = [plot_heatmap(alignment, out_dir / f"{name}{suffix}", title=view)
              for suffix in FORMATS]
     paths.append(plot_heads(attention, source_pieces, target_pieces, layer,
@@ -268,7 +270,8 @@ def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path, beam_siz
                                 out_dir, f"showcase-{number}", source=source,
                                 translation=result.text, reference=reference,
                                 direction=showcase_direction(translator.direction),
-                                beam_size=beam_size)
+                                beam_size=beam_size,
+                                full_context=translator.config.train.alignment_full_context)
     return paths
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from translator.batching import source_tensor
 from translator.checkpoint import load_checkpoint
 from translator.config import Config, ModelConfig, TrainConfig
 from translator.data import TAGS, normalize, split_tag
@@ -286,7 +287,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               direction: str | None = None, beam_size: int = 5, n_best: int = 1,
               batch_size: int = 32, need_attention: bool = True,
               target_language: str | None = None, bans: RepetitionBans | None = None,
-              ) -> list[Translation]:
+              full_context_attention: bool = False) -> list[Translation]:
     """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
     greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
     batches of ``batch_size`` of similar length, on the model's device. An empty text gives
@@ -295,7 +296,10 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     None: not checked) is translated anyway; both get a warning. A model of both directions
     writes ``target_language`` ("en" or "hi"; None: see `target_and_body`), for a model of
     one direction it may only name that direction's target. ``bans``: repetitions no
-    hypothesis may hold (`repetition_bans`; None: none)."""
+    hypothesis may hold (`repetition_bans`; None: none). ``full_context_attention`` returns,
+    instead of the attention of the search, that of a pass over the finished translation
+    without the causal mask (`Transformer.alignment_attention`): the view a run trained with
+    ``train.alignment_full_context`` aligns in."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
     if beam_size < 1 or not 1 <= n_best <= beam_size:
@@ -319,6 +323,11 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
                                        tok.bos_id, tok.eos_id, beam_size, n_best, batch_size,
                                        need_attention, bans)
+        if need_attention and full_context_attention:
+            for (_, ids), nbest in zip(requests, hypotheses):
+                for hypothesis in nbest:
+                    hypothesis.cross_attention = _full_context_attention(model, tok, ids,
+                                                                         hypothesis.tokens)
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
         parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer,
@@ -354,6 +363,19 @@ def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | 
     warnings.append(f"the input has {len(ids)} pieces, more than the model's limit of {limit}; "
                     f"it was split into {len(parts)} parts, translated one by one")
     return parts, warnings
+
+
+@torch.no_grad()
+def _full_context_attention(model: Transformer, tokenizer: Tokenizer, source_ids: list[int],
+                            target_ids: list[int]) -> Tensor:
+    """[layers, heads, len(target_ids) + 1, len(source_ids) + 1]: every decoder layer's
+    cross-attention over a finished translation, each row seeing the whole of it."""
+    device = next(model.parameters()).device
+    source = source_tensor([source_ids], tokenizer.pad_id, tokenizer.eos_id).to(device)
+    target_input = torch.tensor([[tokenizer.bos_id, *target_ids]], device=device)
+    memory, source_mask = model.encode(source)
+    out = model.decode(target_input, memory, source_mask, need_weights=True, full_context=True)
+    return torch.stack(out.cross_attention, 1)[0].float().cpu()
 
 
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
@@ -456,4 +478,5 @@ class Translator:
         ("en" or "hi") tells a model of both directions which language to write (None: the
         one a tag at the start of a text, or else its script, suggests)."""
         return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
-                         batch_size, need_attention, target_language, self.bans)
+                         batch_size, need_attention, target_language, self.bans,
+                         self.config.train.alignment_full_context)
