@@ -76,6 +76,8 @@ def heatmap_check(run_dir: Path) -> list[tuple[str, str, str, bool]]:
     rows = []
     for word, weights in zip(data["target_words"], data["weights"]):
         key = word.strip(".,;:!?'\"").lower().removesuffix("'s")
+        if key not in RAJESH_LINKS and key.removesuffix("s") in RAJESH_LINKS:  # "tickets"
+            key = key.removesuffix("s")
         if key in RAJESH_LINKS:
             brightest = data["source_words"][max(range(len(weights)), key=weights.__getitem__)]
             rows.append((word, brightest, RAJESH_LINKS[key], brightest == RAJESH_LINKS[key]))

@@ -149,6 +149,10 @@ CURRENT: dict[str, list[str]] = {
     "wdrop0.1": ["train.word_dropout=0.1"],
     "d192": ["model.d_model=192"],
     "attn0+fullctx": ["model.attention_dropout=0.0", "train.alignment_full_context=true"],
+    # the two above as run at commit db83af4, whose default.yaml had the repetition bans on
+    # (results.jsonl names them so; their runs are not reproduced by these overrides today)
+    "attn0+bans": ["model.attention_dropout=0.0"],
+    "attn0+bans+fullctx": ["model.attention_dropout=0.0", "train.alignment_full_context=true"],
 }
 BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
 
