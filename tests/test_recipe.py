@@ -137,10 +137,15 @@ def test_alignment_loss_is_zero_at_the_link_distribution_and_positive_elsewhere(
     assert alignment_loss(one_head, targets, head=-1).item() > 0.0
 
 
-def test_forward_returns_the_asked_layers_cross_attention():
+def two_layer_model() -> Transformer:
+    """A random 2+2-layer model, small enough for hand-made batches."""
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
-                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    return Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
+                                   source_vocab_size=30, target_vocab_size=30)).eval()
+
+
+def test_forward_returns_the_asked_layers_cross_attention():
+    model = two_layer_model()
     source = torch.randint(4, 30, (2, 5))
     target = torch.randint(4, 30, (2, 4))
     logits, attention = model(source, target, attention_layer=-2)
@@ -152,9 +157,7 @@ def test_forward_returns_the_asked_layers_cross_attention():
 
 
 def test_full_context_alignment_sees_the_whole_target_and_leaves_the_logits_alone():
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
-                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    model = two_layer_model()
     source = torch.randint(4, 30, (2, 5))
     target = torch.randint(4, 30, (2, 4))
     logits, attention = model(source, target, attention_layer=-2, full_context_alignment=True)
@@ -176,9 +179,7 @@ def test_full_context_alignment_sees_the_whole_target_and_leaves_the_logits_alon
 
 @pytest.mark.parametrize("full_context", [False, True])
 def test_the_guided_loss_supervises_the_pass_the_config_names(full_context):
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
-                                    source_vocab_size=30, target_vocab_size=30)).eval()
+    model = two_layer_model()
     batch = make_batch([[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14]], PAD, BOS, EOS)
     batch.alignment = alignment_targets([[(0, 0), (1, 1)], [(1, 0), (0, 2)]], 4, 4)
     cfg = TrainConfig(alignment_weight=0.5, alignment_full_context=full_context,
