@@ -1,6 +1,7 @@
 """What searches refuse to repeat (translator.search.RepetitionBans): the bans by hand, no
 banned repetition in any greedy or beam output of a random model that repeats without them,
-and the run's config keys reaching translate.py, where flags change them."""
+and the run's config keys reaching translate.py, where flags change them; the same for beam
+search's length penalty."""
 
 import dataclasses
 import json
@@ -108,7 +109,7 @@ def test_the_runs_config_keys_become_its_translators_bans(tiny_run):
     assert bans.no_repeat_ngram == 3
     assert bans.word_starts.tolist() == [p.startswith("▁") for p in pieces]
     assert any(bans.word_starts) and not all(bans.word_starts)
-    translator.set_repetition_bans(no_repeat_ngram=2)
+    translator.set_search(no_repeat_ngram=2)
     assert translator.bans.no_repeat_ngram == 2 and translator.bans.word_starts is None
 
 
@@ -126,3 +127,37 @@ def test_translate_flags_change_the_bans_and_a_negative_n_is_one_sentence(tiny_r
     assert len(set(unbanned)) < len(unbanned)  # the untrained model repeats itself
     once = pieces("--no-repeat-ngram", "1")  # n = 1: no piece twice
     assert once and len(set(once)) == len(once)
+
+
+def test_a_larger_length_penalty_never_picks_a_shorter_translation():
+    model = repetitive_model()
+    generator = torch.Generator().manual_seed(2)
+    source = torch.cat([torch.randint(4, VOCAB, (8, 7), generator=generator),
+                        torch.full((8, 1), EOS)], dim=1)
+    with torch.no_grad():
+        model.output_bias[EOS] += 4.0  # outputs of many lengths, so the ranking matters
+    lengths = {alpha: [len(nbest[0].tokens) for nbest in beam_search(
+        model, source, BOS, EOS, 4, length_penalty=alpha, need_attention=False)]
+        for alpha in (0.0, 1.0, 3.0)}
+    assert lengths[0.0] != lengths[3.0]  # the penalty changes some choice here ...
+    for shorter, longer in ((0.0, 1.0), (1.0, 3.0)):  # ... and only ever to a longer one
+        assert all(a <= b for a, b in zip(lengths[shorter], lengths[longer]))
+
+
+def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_run, capsys,
+                                                                         monkeypatch):
+    import translator.translate as translate_module
+    seen = []
+    search = translate_module.search_in_batches
+    monkeypatch.setattr(translate_module, "search_in_batches",
+                        lambda *args: seen.append(args[-1]) or search(*args))
+    translator = Translator.from_run(tiny_run, device="cpu")
+    translator.translate(["कल"], beam_size=2)
+    translator.set_search(length_penalty=2.5)
+    translator.translate(["कल"], beam_size=2)
+    assert seen == [1.0, 2.5]
+    assert translate_main(["--run", str(tiny_run), "--length-penalty", "-1", "कल"]) == 2
+    assert capsys.readouterr().err == ("error: --length-penalty must be 0 (no penalty) or "
+                                       "more, not -1.0\n")
+    assert translate_main(["--run", str(tiny_run), "--length-penalty", "0.6", "कल"]) == 0
+    assert seen[-1] == 0.6

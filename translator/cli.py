@@ -219,7 +219,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
     parser.add_argument("--n-best", type=int, default=1,
                         help="translations per sentence, at most the beam size (default 1)")
-    repetition_arguments(parser)
+    search_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object a line: source, text, score, tokens, warnings")
@@ -320,7 +320,7 @@ def run_translate(args: argparse.Namespace) -> int:
         texts = read_inputs(args)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
         translator.check_target_language(args.to)  # --to hi for a hi-en model, say
-        apply_repetition_arguments(args, translator)
+        apply_search_arguments(args, translator)
         if plots:  # an unknown layer is caught before the translating too
             resolve_layer(args.layer, translator.model.config.num_decoder_layers)
         translations = translator.translate(texts, beam_size=args.beam, n_best=args.n_best,
@@ -344,18 +344,21 @@ def run_translate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- evaluate
 
 
-def repetition_arguments(parser: argparse.ArgumentParser) -> None:
+def search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
                         help="never write the same N pieces twice; 0: off (default: the run's "
                         "train.no_repeat_ngram)")
     parser.add_argument("--allow-doubled-words", action="store_true",
                         help="let a word follow itself (\"failed failed\"), which the run's "
                         "train.no_doubled_words may ban")
+    parser.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
+                        help="beam search's GNMT length penalty α; higher favours longer "
+                        "translations (default: the run's train.length_penalty)")
 
 
-def apply_repetition_arguments(args: argparse.Namespace, translator: Translator) -> None:
-    translator.set_repetition_bans(args.no_repeat_ngram,
-                                   False if args.allow_doubled_words else None)
+def apply_search_arguments(args: argparse.Namespace, translator: Translator) -> None:
+    translator.set_search(args.no_repeat_ngram, False if args.allow_doubled_words else None,
+                          args.length_penalty)
 
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -365,7 +368,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     _to_argument(parser)  # without --src: the test split's half in that direction (default en)
     parser.add_argument("--out", type=Path, default=None, help="where to write the hypotheses")
     parser.add_argument("--beam", type=int, default=5, help="beam size; 1 is greedy (default 5)")
-    repetition_arguments(parser)
+    search_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
 
@@ -397,7 +400,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_to(args.to)
         translator = Translator.from_run(args.run, args.checkpoint, args.device)
         translator.check_target_language(args.to)
-        apply_repetition_arguments(args, translator)
+        apply_search_arguments(args, translator)
         name, sources, references = sources_and_references(args, translator)
         language = args.to or ("en" if translator.direction == "both" and args.src is None
                                else None)
@@ -420,6 +423,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps({"sentences": len(sources), "beam_size": args.beam,
                           "no_repeat_ngram": train.no_repeat_ngram,
                           "no_doubled_words": train.no_doubled_words,
+                          "length_penalty": train.length_penalty,
                           "hypotheses": str(out), **scores}, ensure_ascii=False))
         return 0
     print(f"{len(sources)} sentences, beam {args.beam}; hypotheses in {out}")

@@ -185,6 +185,7 @@ class TrainConfig:
     # twice: n-grams of n pieces (0: any), and a word right after itself (translator.search)
     no_repeat_ngram: int = 0
     no_doubled_words: bool = False
+    length_penalty: float = 1.0  # GNMT's α for ranking beam hypotheses (0: the plain sum)
     heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
 
     def __post_init__(self) -> None:
@@ -201,9 +202,10 @@ class TrainConfig:
             raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
         if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
             raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
-        if self.alignment_weight < 0 or self.average_last < 0 or self.no_repeat_ngram < 0:
-            raise ValueError("alignment_weight, average_last and no_repeat_ngram must not be "
-                             "negative")
+        if min(self.alignment_weight, self.average_last, self.no_repeat_ngram,
+               self.length_penalty) < 0:
+            raise ValueError("alignment_weight, average_last, no_repeat_ngram and "
+                             "length_penalty must not be negative")
 
 
 # ---------------------------------------------------------------- the whole config

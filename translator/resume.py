@@ -31,6 +31,7 @@ MAY_CHANGE = (
     "test_beam_size",  # the final test score's beam
     "no_repeat_ngram",  # and what searches may not repeat
     "no_doubled_words",
+    "length_penalty",
     "heatmaps",  # the showcase heatmaps at the end
 )
 

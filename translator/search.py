@@ -323,9 +323,11 @@ def search_in_batches(
     batch_size: int = 64,
     need_attention: bool = False,
     bans: RepetitionBans | None = None,
+    length_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
     """Search sentences of source ids (without EOS) in batches of similar length, greedy for
-    beam size 1, else beam search; the n-best lists come back in the order of ``sources``."""
+    beam size 1, else beam search (GNMT's α = ``length_penalty``); the n-best lists come back
+    in the order of ``sources``."""
     device = next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -338,7 +340,7 @@ def search_in_batches(
                                                 bans=bans)]
         else:
             found = beam_search(model, source, bos_id, eos_id, beam_size, n_best,
-                                need_attention=need_attention, bans=bans)
+                                length_penalty, need_attention=need_attention, bans=bans)
         for i, nbest in zip(chunk, found):
             results[i] = nbest
     return results

@@ -539,7 +539,8 @@ class Trainer:
         with autocast(run.device, run.precision):
             results = translate(run.model, run.tokenizer, texts, beam_size=beam_size,
                                 batch_size=DECODE_BATCH_SIZE, need_attention=False,
-                                target_language=target_language, bans=self.bans)
+                                target_language=target_language, bans=self.bans,
+                                length_penalty=self.cfg.length_penalty)
         return [result.text for result in results]
 
     def translate_pairs(self, pairs: Sequence[Pair], target_language: str | None,

@@ -287,7 +287,8 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               direction: str | None = None, beam_size: int = 5, n_best: int = 1,
               batch_size: int = 32, need_attention: bool = True,
               target_language: str | None = None, bans: RepetitionBans | None = None,
-              full_context_attention: bool = False) -> list[Translation]:
+              full_context_attention: bool = False, length_penalty: float = 1.0
+              ) -> list[Translation]:
     """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
     greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
     batches of ``batch_size`` of similar length, on the model's device. An empty text gives
@@ -296,7 +297,8 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     None: not checked) is translated anyway; both get a warning. A model of both directions
     writes ``target_language`` ("en" or "hi"; None: see `target_and_body`), for a model of
     one direction it may only name that direction's target. ``bans``: repetitions no
-    hypothesis may hold (`repetition_bans`; None: none). ``full_context_attention`` returns,
+    hypothesis may hold (`repetition_bans`; None: none); ``length_penalty`` is beam search's
+    GNMT α (`translator.search.beam_search`). ``full_context_attention`` returns,
     instead of the attention of the search, that of a pass over the finished translation
     without the causal mask (`Transformer.alignment_attention`): the view a run trained with
     ``train.alignment_full_context`` aligns in."""
@@ -322,7 +324,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     with evaluating(model):
         hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
                                        tok.bos_id, tok.eos_id, beam_size, n_best, batch_size,
-                                       need_attention, bans)
+                                       need_attention, bans, length_penalty)
         if need_attention and full_context_attention:
             for (_, ids), nbest in zip(requests, hypotheses):
                 for hypothesis in nbest:
@@ -454,14 +456,20 @@ class Translator:
         so does the tag of a model of both directions)."""
         return self.model.config.max_positions - 1 - bool(self.tokenizer.tags)
 
-    def set_repetition_bans(self, no_repeat_ngram: int | None = None,
-                            no_doubled_words: bool | None = None) -> None:
-        """Change what this translator's searches refuse to repeat (None keeps the run's
-        ``train.no_repeat_ngram`` / ``train.no_doubled_words``)."""
+    def set_search(self, no_repeat_ngram: int | None = None,
+                   no_doubled_words: bool | None = None, length_penalty: float | None = None
+                   ) -> None:
+        """Change how this translator searches: what it refuses to repeat and beam search's
+        length penalty (None keeps the run's ``train.no_repeat_ngram``,
+        ``train.no_doubled_words``, ``train.length_penalty``)."""
         if no_repeat_ngram is not None and no_repeat_ngram < 0:
             raise TranslateError(f"--no-repeat-ngram must be 0 (off) or more, not "
                                  f"{no_repeat_ngram}")
-        changes = {"no_repeat_ngram": no_repeat_ngram, "no_doubled_words": no_doubled_words}
+        if length_penalty is not None and length_penalty < 0:
+            raise TranslateError(f"--length-penalty must be 0 (no penalty) or more, not "
+                                 f"{length_penalty}")
+        changes = {"no_repeat_ngram": no_repeat_ngram, "no_doubled_words": no_doubled_words,
+                   "length_penalty": length_penalty}
         cfg = dataclasses.replace(self.config.train,
                                   **{k: v for k, v in changes.items() if v is not None})
         self.config = dataclasses.replace(self.config, train=cfg)
@@ -479,4 +487,5 @@ class Translator:
         one a tag at the start of a text, or else its script, suggests)."""
         return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
                          batch_size, need_attention, target_language, self.bans,
-                         self.config.train.alignment_full_context)
+                         self.config.train.alignment_full_context,
+                         self.config.train.length_penalty)
