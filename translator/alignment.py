@@ -207,7 +207,7 @@ def _tagged_source(tokenizer: Tokenizer, text: str, model: Transformer,
     """The source ids the model reads: for a model of both directions, the tag of the target
     language (`translate.target_and_body`) and then the text's ids."""
     language, body, _ = target_and_body(text, tokenizer, target_language)
-    tag = [tokenizer.tags[language]] if language is not None else []
+    tag = tokenizer.tag_ids(language)
     ids = _encode(tokenizer.encode_source, body, "source", model, len(tag))
     return tag + ids
 

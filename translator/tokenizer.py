@@ -189,6 +189,11 @@ class Tokenizer:
     def target_vocab_size(self) -> int:
         return self.target_model.get_piece_size()
 
+    def tag_ids(self, language: str | None) -> list[int]:
+        """The ids a source starts with to ask a model of both directions for ``language``:
+        its tag's, or none for None."""
+        return [self.tags[language]] if language is not None else []
+
     def fingerprint(self) -> str:
         """A short hash of the SentencePiece model(s): a checkpoint stores it so that loading
         it beside another tokenizer is caught instead of producing nonsense."""

@@ -317,7 +317,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         language, body, asked = target_and_body(text, tokenizer, target_language)
         parts, warnings[i] = _source_parts(body, tokenizer, limit, direction,
                                            language if asked else None)
-        tag = [tokenizer.tags[language]] if language is not None else []
+        tag = tokenizer.tag_ids(language)
         requests += [(i, tag + part) for part in parts]
         languages.append(language)
     tok = tokenizer
