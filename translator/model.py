@@ -290,7 +290,8 @@ class Transformer(nn.Module):
         """Cross-attention [batch, heads, T, S] of decoder ``layer`` when every target
         position sees the whole target, as when aligning a known sentence pair: Garg et al.'s
         (2019) full-context alignment pass (fairseq's --full-context-alignment). Row t still
-        belongs to target piece t + 1 (the piece predicted there); layers above are not run."""
+        belongs to the piece predicted at position t (``target_output[t]``), which this pass
+        also sees, one position on; layers above ``layer`` are not run."""
         target_mask = self.target_mask(target_input, full_context=True)
         x = self.target_embeddings(target_input)
         last = layer % len(self.decoder_layers)
