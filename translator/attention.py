@@ -42,8 +42,9 @@ def dropout(x: Tensor, p: float) -> Tensor:
     The same computation as ``F.dropout(x, p)`` (with p rounded to a multiple of 1/65536),
     drawn as random 16-bit integers, four from each random 64-bit word: on CPUs torch's own
     dropout samples through a serial Bernoulli path, and even ``torch.rand_like`` made dropout
-    a fifth of a training step; this takes 40% less time (2026-12-01, bench/train_speed.py).
-    GPUs keep torch's fused kernel.
+    a fifth of a training step; this takes 40% less time forward and 24% less forward and
+    backward (2026-12-01, a 50 × 16 × 512 tensor on one AMD EPYC thread). GPUs keep torch's
+    fused kernel.
     """
     if p == 0.0:
         return x

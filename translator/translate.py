@@ -327,9 +327,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
                                        need_attention, bans, length_penalty)
         if need_attention and full_context_attention:
             for (_, ids), nbest in zip(requests, hypotheses):
-                for hypothesis in nbest:
-                    hypothesis.cross_attention = _full_context_attention(model, tok, ids,
-                                                                         hypothesis.tokens)
+                _full_context_attention(model, tok, ids, nbest)
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
         parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer,
@@ -369,15 +367,18 @@ def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | 
 
 @torch.no_grad()
 def _full_context_attention(model: Transformer, tokenizer: Tokenizer, source_ids: list[int],
-                            target_ids: list[int]) -> Tensor:
-    """[layers, heads, len(target_ids) + 1, len(source_ids) + 1]: every decoder layer's
-    cross-attention over a finished translation, each row seeing the whole of it."""
+                            hypotheses: list[Hypothesis]) -> None:
+    """Replace each hypothesis's attention with every decoder layer's cross-attention over
+    its finished translation, each row seeing the whole of it ([layers, heads, tokens + 1,
+    len(source_ids) + 1]); the source is encoded once for all of them."""
     device = next(model.parameters()).device
     source = source_tensor([source_ids], tokenizer.pad_id, tokenizer.eos_id).to(device)
-    target_input = torch.tensor([[tokenizer.bos_id, *target_ids]], device=device)
     memory, source_mask = model.encode(source)
-    out = model.decode(target_input, memory, source_mask, need_weights=True, full_context=True)
-    return torch.stack(out.cross_attention, 1)[0].float().cpu()
+    for hypothesis in hypotheses:
+        target_input = torch.tensor([[tokenizer.bos_id, *hypothesis.tokens]], device=device)
+        out = model.decode(target_input, memory, source_mask, need_weights=True,
+                           full_context=True)
+        hypothesis.cross_attention = torch.stack(out.cross_attention, 1)[0].float().cpu()
 
 
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
@@ -419,7 +420,6 @@ class Translator:
         self.config = config
         self.direction = config.data.direction  # "hi-en", "en-hi" or "both"
         self.run_dir: RunDir | None = None  # set by from_run
-        self.bans = repetition_bans(tokenizer, config.train)  # the run's, unless changed
         self.device = torch.device("cpu")
         self.to(device)
 
@@ -473,7 +473,11 @@ class Translator:
         cfg = dataclasses.replace(self.config.train,
                                   **{k: v for k, v in changes.items() if v is not None})
         self.config = dataclasses.replace(self.config, train=cfg)
-        self.bans = repetition_bans(self.tokenizer, cfg)
+
+    @property
+    def bans(self) -> RepetitionBans | None:
+        """What this translator's searches refuse to repeat, from its config (`set_search`)."""
+        return repetition_bans(self.tokenizer, self.config.train)
 
     def check_target_language(self, target_language: str | None) -> None:
         """Refuse a target language this model does not write (`check_target_language`)."""
