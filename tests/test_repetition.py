@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from translator.cli import translate_main
-from translator.config import TrainConfig
+from translator.config import ConfigError, TrainConfig, load_config
 from translator.search import (
     RepetitionBans,
     ban_doubled_words,
@@ -161,3 +161,10 @@ def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_r
                                        "more, not -1.0\n")
     assert translate_main(["--run", str(tiny_run), "--length-penalty", "0.6", "कल"]) == 0
     assert seen[-1] == 0.6
+
+
+def test_a_negative_search_key_in_a_config_is_named_in_one_sentence():
+    for key, shown in (("no_repeat_ngram", "-1"), ("length_penalty", "-1.0")):
+        with pytest.raises(ConfigError) as raised:
+            load_config(None, [f"train.{key}=-1"])
+        assert str(raised.value) == f"train: {key} must not be negative, not {shown}"

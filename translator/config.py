@@ -202,10 +202,9 @@ class TrainConfig:
             raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
         if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
             raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
-        if min(self.alignment_weight, self.average_last, self.no_repeat_ngram,
-               self.length_penalty) < 0:
-            raise ValueError("alignment_weight, average_last, no_repeat_ngram and "
-                             "length_penalty must not be negative")
+        for name in ("alignment_weight", "average_last", "no_repeat_ngram", "length_penalty"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
 
 
 # ---------------------------------------------------------------- the whole config
