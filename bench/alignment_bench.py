@@ -37,9 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from translator.alignment import (  # noqa: E402
+from translator.alignment import (
     DEFAULT_LAYER,
     alignment_error_rate,
     hard_links,
@@ -50,11 +48,11 @@ from translator.alignment import (  # noqa: E402
 from translator.alignment import (
     shifted as shifted_rows,
 )
-from translator.config import load_config  # noqa: E402
-from translator.corpus import SPLITS, read_split, read_split_links  # noqa: E402
-from translator.data import embedded_corpus_dir, load_splits, normalize  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.links import (  # noqa: E402
+from translator.config import load_config
+from translator.corpus import SPLITS, read_split, read_split_links
+from translator.data import embedded_corpus_dir, load_splits, normalize
+from translator.errors import TranslatorError
+from translator.links import (
     SYMMETRIZATIONS,
     Link,
     read_pharaoh,
@@ -63,8 +61,8 @@ from translator.links import (  # noqa: E402
     symmetrize,
     word_counts,
 )
-from translator.training import train  # noqa: E402
-from translator.translate import Translator  # noqa: E402
+from translator.training import train
+from translator.translate import Translator
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO.parent / "shared" / "data" / "public"
@@ -142,7 +140,7 @@ def read_alignment_set(folder: Path) -> tuple[list[tuple[str, str]], list[list[L
     hindi = (folder / "dev.hi").read_text(encoding="utf-8").splitlines()
     english = (folder / "dev.en").read_text(encoding="utf-8").splitlines()
     gold = read_pharaoh(folder / "dev.en-hi.pharaoh", word_counts(hindi), word_counts(english),
-                        english_first=True)
+                        reverse=True)
     return list(zip(hindi, english)), gold
 
 

@@ -13,14 +13,11 @@ import random
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from translator.batching import TokenBatchSampler, padding_fraction  # noqa: E402
-from translator.data import DataConfig, embedded_corpus_dir, load_splits  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.tokenizer import Tokenizer, TokenizerConfig  # noqa: E402
+from translator.batching import TokenBatchSampler, padding_fraction
+from translator.data import DataConfig, embedded_corpus_dir, load_splits
+from translator.errors import TranslatorError
+from translator.tokenizer import Tokenizer, TokenizerConfig
 
 
 def parse_args() -> argparse.Namespace:

@@ -20,16 +20,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from translator.batching import source_tensor  # noqa: E402
-from translator.data import DataConfig, load_splits  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.search import beam_search, greedy_search  # noqa: E402
-from translator.translate import Translator  # noqa: E402
+from translator.batching import source_tensor
+from translator.data import DataConfig, load_splits
+from translator.errors import TranslatorError
+from translator.search import beam_search, greedy_search
+from translator.translate import Translator, max_source_pieces
 
 
 def batches(translator: Translator, sources: list[str], batch_size: int) -> list[torch.Tensor]:
     tok = translator.tokenizer
-    ids = sorted((tok.encode_source(s)[: translator.max_source_pieces] for s in sources), key=len)
+    limit = max_source_pieces(translator.model, tok)
+    ids = sorted((tok.encode_source(s)[:limit] for s in sources), key=len)
     return [source_tensor(ids[i : i + batch_size], tok.pad_id, tok.eos_id).to(translator.device)
             for i in range(0, len(ids), batch_size)]
 

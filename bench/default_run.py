@@ -24,13 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
+from translator.corpus import SHOWCASE
+from translator.errors import TranslatorError
+from translator.run_dir import RunDir
+from translator.translate import Translator
 
-from translator.corpus import SHOWCASE  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.run_dir import RunDir  # noqa: E402
-from translator.translate import Translator  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "bench" / "results"
 OUTPUT_DIR = RESULTS / "default-run"

@@ -71,14 +71,21 @@ from torch import nn  # noqa: E402
 from train_speed import training_flops  # noqa: E402
 
 from translator.batching import Batch, TokenBatchSampler  # noqa: E402
-from translator.config import Config, ModelConfig, load_config, save_config  # noqa: E402
+from translator.build import Run, build_run  # noqa: E402
+from translator.config import (  # noqa: E402
+    Config,
+    ModelConfig,
+    SearchConfig,
+    load_config,
+    save_config,
+)
 from translator.corpus import read_split  # noqa: E402
 from translator.data import load_splits  # noqa: E402
 from translator.device import autocast  # noqa: E402
 from translator.metrics import corpus_scores  # noqa: E402
 from translator.run_dir import RunDir  # noqa: E402
 from translator.tokenizer import Tokenizer  # noqa: E402
-from translator.training import Run, Trainer, build_run  # noqa: E402
+from translator.training import Trainer  # noqa: E402
 from translator.translate import translate  # noqa: E402
 
 IITB = ROOT / "configs" / "iitb.yaml"
@@ -661,7 +668,8 @@ def decode(plan: Plan, data: Path, out: Path, run: Run, budget_left: float,
         for start in range(0, len(sources), 256):
             with autocast(run.device, run.precision):
                 results = translate(run.model, run.tokenizer, sources[start : start + 256],
-                                    beam_size=beam, batch_size=64, need_attention=False)
+                                    SearchConfig(beam_size=beam), batch_size=64,
+                                    need_attention=False)
             hypotheses += [result.text for result in results]
             if time.perf_counter() - started > cap:
                 break

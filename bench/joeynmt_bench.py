@@ -44,19 +44,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+import torch
+import yaml
 
-import torch  # noqa: E402
-import yaml  # noqa: E402
-
-from translator.config import load_config  # noqa: E402
-from translator.data import DataConfig, LoadedData, Pair, load_splits  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.metrics import corpus_scores  # noqa: E402
-from translator.run_dir import RunDir  # noqa: E402
-from translator.tokenizer import Tokenizer  # noqa: E402
-from translator.training import train  # noqa: E402
-from translator.translate import Translator  # noqa: E402
+from translator.config import load_config
+from translator.data import DataConfig, LoadedData, Pair, load_splits
+from translator.errors import TranslatorError
+from translator.metrics import corpus_scores
+from translator.run_dir import RunDir
+from translator.tokenizer import Tokenizer
+from translator.training import train
+from translator.translate import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT.parent / "shared" / "data" / "public"

@@ -52,11 +52,9 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from translator.corpus import SHOWCASE, read_split  # noqa: E402
-from translator.errors import TranslatorError  # noqa: E402
-from translator.links import Link, run_eflomal  # noqa: E402
+from translator.corpus import SHOWCASE, read_split
+from translator.errors import TranslatorError
+from translator.links import Link, run_eflomal
 
 PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "public"
 IITB_TRAIN_ROWS = 1_659_083  # the hub dataset's train split

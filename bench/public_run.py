@@ -20,14 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
+from translator.config import load_config
+from translator.data import embedded_corpus_dir, normalize
+from translator.metrics import corpus_scores
+from translator.training import train
+from translator.translate import Translator
 
-from translator.config import load_config  # noqa: E402
-from translator.data import embedded_corpus_dir, normalize  # noqa: E402
-from translator.metrics import corpus_scores  # noqa: E402
-from translator.training import train  # noqa: E402
-from translator.translate import Translator  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PUBLIC = ROOT.parent / "shared" / "data" / "public"
 OUT = ROOT / "bench" / "results" / "public-run"

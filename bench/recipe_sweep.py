@@ -43,7 +43,7 @@ OUT = ROOT / "bench" / "results" / "sweep"
 BASE = ["train.schedule=inverse_sqrt", "train.alignment_weight=0", "train.average_last=0",
         "train.learning_rate=0.002", "train.warmup_steps=300", "train.batch_tokens=3000",
         "model.dropout=0.2", "tokenizer.vocab_size=4000"]
-COMMON = ["train.heatmaps=false", "train.test_beam_size=5", "train.max_steps=100000",
+COMMON = ["train.heatmaps=false", "search.beam_size=5", "train.max_steps=100000",
           "train.eval_every=100", "train.eval_sentences=200", "train.log_every=25"]
 LINEAR = ["train.schedule=linear", "train.average_last=3", "train.warmup_steps=100"]
 # the combined candidate: more, cheaper updates, less regularisation, a budgeted schedule

@@ -64,6 +64,25 @@ def translations(translator: Translator, texts: list[str], beam: int, n_best: in
     return records
 
 
+def showcase_translation(translator: Translator, source: str, beam: int) -> tuple:
+    """(text, attention, source pieces, target pieces) as the heatmaps of issue 11's code drew
+    them: no repetition bans, length penalty 1."""
+    if hasattr(alignment, "translate_with_attention"):  # before issue 23
+        return alignment.translate_with_attention(translator.model, translator.tokenizer,
+                                                  source, beam_size=beam)
+    result = translator.translate([source], beam_size=beam, batch_size=1, need_attention=True,
+                                  no_repeat_ngram=0, no_doubled_words=False, length_penalty=1.0)
+    return result[0].text, result[0].attention.float().cpu(), result[0].source_pieces, \
+        result[0].target_pieces
+
+
+def pharaoh_line(links: list) -> str:
+    if hasattr(alignment, "format_pharaoh"):  # before issue 23
+        return alignment.format_pharaoh(links)
+    from translator.links import format_line
+    return format_line(links)
+
+
 def record(run: Path) -> dict:
     torch.set_num_threads(1)
     translator = Translator.from_run(run, device="cpu")
@@ -82,15 +101,15 @@ def record(run: Path) -> dict:
     for hindi, english in SHOWCASE:
         source = hindi if translator.direction == "hi-en" else english
         for beam in (1, 4):
-            text, attention, source_pieces, target_pieces = alignment.translate_with_attention(
-                translator.model, translator.tokenizer, source, beam_size=beam)
+            text, attention, source_pieces, target_pieces = showcase_translation(
+                translator, source, beam)
             showcase.append({"beam": beam, "text": text, "attention": digest(attention),
                              "source_pieces": source_pieces, "target_pieces": target_pieces})
     result["showcase"] = showcase
     pairs = [(p.source, p.target) for p in dev]
     for layer in (None, 0):
         links = alignment.align_pairs(translator.model, translator.tokenizer, pairs, layer=layer)
-        result[f"pharaoh_layer_{layer}"] = [alignment.format_pharaoh(x) for x in links]
+        result[f"pharaoh_layer_{layer}"] = [pharaoh_line(x) for x in links]
     return result
 
 

@@ -100,7 +100,7 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
     imports_started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
     # Imported here, timed, after HF_DATASETS_CACHE is set (datasets reads it on import).
-    from translator import training
+    from translator import build, training
     from translator.config import load_config
     from translator.run_dir import RunDir
 
@@ -111,8 +111,8 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
         prepared["data"] = real_prepare(*args, **kwargs)
         return prepared["data"]
 
-    real_prepare = training.prepare_data
-    training.prepare_data = prepare_data
+    real_prepare = build.prepare_data
+    build.prepare_data = prepare_data
     config = load_config(ROOT / "configs" / "iitb.yaml", [
         f"data.hub_id={RESULTS / f'iitb-{size}'}", f"data.cache_dir={cache}",
         f"train.output_dir={WORK / 'runs'}", f"train.run_name={size}-{mode}",
@@ -123,7 +123,7 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
     shutil.rmtree(run_dir.path, ignore_errors=True)
     run_dir.path.mkdir(parents=True)
     started = time.perf_counter()
-    run = training.build_run(config, run_dir)
+    run = build.build_run(config, run_dir)
     trainer = training.Trainer(run)
     ready = time.perf_counter()
     batches = trainer.batches()

@@ -31,15 +31,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
+from train_speed import matmul_flops
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from train_speed import matmul_flops  # noqa: E402
-
-from translator.attention import causal_mask, scaled_dot_product_attention  # noqa: E402
-from translator.config import load_config  # noqa: E402
-from translator.model import Transformer  # noqa: E402
-from translator.training import token_loss  # noqa: E402
+from translator.attention import causal_mask, scaled_dot_product_attention
+from translator.config import load_config
+from translator.model import Transformer
+from translator.recipe import token_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

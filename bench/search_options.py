@@ -4,8 +4,8 @@
 
 Translates the embedded dev split (460 sentences) with a trained run and prints dev BLEU/chrF
 and the output's length over the references' (in BLEU tokens) for: the repetition bans off and on
-(`train.no_repeat_ngram`, `train.no_doubled_words`), beam sizes 1, 5 and 8, GNMT length
-penalties α from 0.6 to 3.0 (`train.length_penalty`), and — not a package option, a rerank
+(`search.no_repeat_ngram`, `search.no_doubled_words`), beam sizes 1, 5 and 8, GNMT length
+penalties α from 0.6 to 3.0 (`search.length_penalty`), and — not a package option, a rerank
 done here — GNMT's coverage penalty β · Σ_j log(min(1, Σ_i a_ij)) over the 5-best list, a
 the supervised layer's mean attention, for β from 0.2 to 1.0. Dev, not test: these are the
 figures the defaults were chosen on. Writes bench/results/search_options.md too.
@@ -19,12 +19,11 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout, uninstalled
+from translator.data import embedded_corpus_dir
+from translator.metrics import corpus_scores
+from translator.translate import Translation, Translator
 
-from translator.data import embedded_corpus_dir  # noqa: E402
-from translator.metrics import corpus_scores  # noqa: E402
-from translator.translate import Translation, Translator  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # (name, beam, no_repeat_ngram, no_doubled_words, length penalty α)
 SETTINGS = [
@@ -71,13 +70,14 @@ def main() -> int:
              "| seconds |",
              "|---|---:|---:|---:|---:|"]
     for name, beam, ngram, doubled, alpha in SETTINGS:
-        translator.set_search(ngram, doubled, alpha)
+        translator.set_search(no_repeat_ngram=ngram, no_doubled_words=doubled,
+                              length_penalty=alpha)
         started = time.perf_counter()
         results = translator.translate(sources, beam_size=beam, need_attention=False)
         lines.append(row(name, [r.text for r in results], references,
                          time.perf_counter() - started))
         print(lines[-1], file=sys.stderr, flush=True)
-    translator.set_search(3, True, 1.0)
+    translator.set_search(no_repeat_ngram=3, no_doubled_words=True, length_penalty=1.0)
     started = time.perf_counter()
     nbest = translator.translate(sources, beam_size=5, n_best=5, need_attention=True)
     seconds = time.perf_counter() - started

@@ -41,14 +41,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
-
-from translator.batching import Batch, TokenBatchSampler, make_batch  # noqa: E402
-from translator.config import Config, load_config  # noqa: E402
-from translator.data import load_splits  # noqa: E402
-from translator.model import Embeddings, ModelConfig, Transformer  # noqa: E402
-from translator.tokenizer import Tokenizer  # noqa: E402
-from translator.training import token_loss  # noqa: E402
+from translator.batching import Batch, TokenBatchSampler, make_batch
+from translator.config import Config, load_config
+from translator.data import load_splits
+from translator.model import Embeddings, ModelConfig, Transformer
+from translator.recipe import token_loss
+from translator.tokenizer import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

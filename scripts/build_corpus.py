@@ -1,14 +1,17 @@
-"""Build the embedded corpus's fixed splits from the hand-written domain files, their word
-alignment links, and the data card's statistics.
+"""Build the embedded corpus's train split from the hand-written domain files, the word
+alignment links of every split, and the data card's statistics; report pairs worth re-reading.
 
-    python scripts/build_corpus.py           # domains/*.tsv → SPLIT.tsv, SPLIT.align, DATACARD.md
+    python scripts/build_corpus.py           # domains/*.tsv → train.tsv, SPLIT.align, DATACARD.md
     python scripts/build_corpus.py --check   # exit 1 if DATACARD.md or a .align file is out of date
+    python scripts/build_corpus.py --report  # the quality gate: outliers to re-read (eflomal)
 
-Each domain file holds ``hindi<TAB>english`` lines. Pairs are normalised as the data pipeline
-normalises them (translator.data.normalize); a pair whose Hindi or English sentence already
-occurred is dropped (so no sentence is in two splits), as is anything close to a showcase
-sentence. Each domain gives the same share to dev and test, in an order shuffled with a fixed
-seed.
+Each domain file holds ``hindi<TAB>english`` lines. The dev and test splits are fixed: they
+stay byte for byte as they are (so every score stays comparable with earlier ones), and every
+other pair of the domain files goes to train. Pairs are normalised as the data pipeline
+normalises them (translator.data.normalize); a pair is refused when its Hindi or its English
+sentence, compared blind to case and punctuation, equals a dev, test or showcase sentence (or
+one already taken), or when it is close to a showcase sentence; the refused new pairs are
+counted by reason. Train is shuffled with a fixed seed.
 
 The links (``SPLIT.align``: one Pharaoh line per TSV line, Hindi word first, see
 translator.links) come from eflomal, run once, unsupervised, on the sentences of all three
@@ -16,28 +19,40 @@ splits together, in both directions, symmetrised with translator.links.DEFAULT_S
 (or --symmetrization).
 Building them needs eflomal (``pip install -e '.[align]'``); checking them does not. eflomal
 seeds its sampler from /dev/urandom, so a rebuild gives slightly different links.
+
+The quality gate (--report) lists the train pairs whose word-count ratio or eflomal alignment
+score (its per-sentence cost, both directions, per word) is an outlier: more than 3.5 robust
+standard deviations (median absolute deviation) from the median. A writer re-reads those.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
+import statistics
 import sys
+import unicodedata
+from collections import Counter
 
 from translator.corpus import (
     CORPUS_DIR,
+    SHOWCASE,
     SPLITS,
     is_close_to_showcase,
     links_path,
+    read_split,
     read_split_links,
     statistics_table,
 )
 from translator.data import normalize
 from translator.errors import TranslatorError
+from translator.lines import read_lines
 from translator.links import (
     DEFAULT_SYMMETRIZATION,
     SYMMETRIZATIONS,
     Link,
+    eflomal_scores,
     run_eflomal,
     write_pharaoh,
 )
@@ -45,46 +60,55 @@ from translator.links import (
 DOMAINS_DIR = CORPUS_DIR / "domains"
 CARD = CORPUS_DIR / "DATACARD.md"
 BEGIN, END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
-HELD_OUT_SHARE = 0.06  # per domain, for dev and for test each
+FIXED = ("dev", "test")  # the held-out splits, never rebuilt
+SEED = 20261130
+OUTLIER_DEVIATIONS = 3.5
 
 
-def read_domains() -> dict[str, list[tuple[str, str]]]:
-    seen_hindi, seen_english = set(), set()
-    domains: dict[str, list[tuple[str, str]]] = {}
+def blind(text: str) -> str:
+    """``text`` compared blind to case and punctuation: lower-cased, punctuation as spaces."""
+    text = "".join(" " if unicodedata.category(c).startswith("P") else c for c in text.lower())
+    return " ".join(text.split())
+
+
+def read_domain_pairs() -> list[tuple[str, str, str]]:
+    """(hindi, english, domain) of every line of the domain files, normalised, in order."""
+    rows = []
     for path in sorted(DOMAINS_DIR.glob("*.tsv")):
-        pairs = []
-        lines = path.read_bytes().decode("utf-8").split("\n")  # only '\n' ends a line
-        if lines[-1] == "":
-            lines.pop()
-        for number, line in enumerate(lines, 1):
-            fields = line.rstrip("\r").split("\t")
+        for number, line in enumerate(read_lines(path), 1):
+            fields = line.split("\t")
             if len(fields) != 2:
                 sys.exit(f"{path}:{number}: expected 'hindi<TAB>english'")
-            hindi, english = normalize(fields[0]), normalize(fields[1])
-            if (not hindi or not english or hindi in seen_hindi
-                    or english.lower() in seen_english or is_close_to_showcase(hindi, english)):
-                continue
-            seen_hindi.add(hindi)
-            seen_english.add(english.lower())
-            pairs.append((hindi, english))
-        domains[path.stem] = pairs
-    return domains
+            rows.append((normalize(fields[0]), normalize(fields[1]), path.stem))
+    return rows
 
 
-def split_domains(domains: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple]]:
-    rng = random.Random(20261130)
-    splits: dict[str, list[tuple]] = {split: [] for split in SPLITS}
-    for domain, pairs in domains.items():
-        pairs = pairs[:]
-        rng.shuffle(pairs)
-        held_out = round(len(pairs) * HELD_OUT_SHARE)
-        rows = [(hindi, english, domain) for hindi, english in pairs]
-        splits["test"] += rows[:held_out]
-        splits["dev"] += rows[held_out : 2 * held_out]
-        splits["train"] += rows[2 * held_out :]
-    for rows in splits.values():
-        rng.shuffle(rows)
-    return splits
+def train_rows(rows: list[tuple[str, str, str]], held_out: dict[str, list[tuple]]
+               ) -> tuple[list[tuple], Counter]:
+    """The train split: every domain pair that is not a held-out row, refused (and counted by
+    reason) when a side equals a held-out, showcase or earlier sentence (`blind`), or when it
+    is close to a showcase sentence; shuffled with a fixed seed."""
+    fixed = {(h, e) for split in FIXED for h, e, _ in held_out[split]}
+    taken_hindi = {blind(h) for split in FIXED for h, _, _ in held_out[split]}
+    taken_english = {blind(e) for split in FIXED for _, e, _ in held_out[split]}
+    taken_hindi |= {blind(h) for h, _ in SHOWCASE}
+    taken_english |= {blind(e) for _, e in SHOWCASE}
+    train, refused = [], Counter()
+    for hindi, english, domain in rows:
+        if (hindi, english) in fixed:
+            continue  # a held-out pair, where it is
+        if not hindi or not english:
+            refused["empty"] += 1
+        elif is_close_to_showcase(hindi, english):
+            refused["close to a showcase sentence"] += 1
+        elif blind(hindi) in taken_hindi or blind(english) in taken_english:
+            refused["a side repeats a held-out, showcase or earlier sentence"] += 1
+        else:
+            taken_hindi.add(blind(hindi))
+            taken_english.add(blind(english))
+            train.append((hindi, english, domain))
+    random.Random(SEED).shuffle(train)
+    return train, refused
 
 
 def card_with_statistics(card: str, table: str) -> str:
@@ -123,6 +147,30 @@ def check() -> int:
     return 0
 
 
+def robust_outliers(values: list[float]) -> list[int]:
+    """Indices of the values more than `OUTLIER_DEVIATIONS` robust standard deviations (1.4826
+    × the median absolute deviation) from the median."""
+    median = statistics.median(values)
+    spread = 1.4826 * statistics.median(abs(v - median) for v in values) or 1e-9
+    return [i for i, v in enumerate(values) if abs(v - median) / spread > OUTLIER_DEVIATIONS]
+
+
+def report(rows: list[tuple[str, str, str]]) -> int:
+    """Print the train pairs whose length ratio or eflomal score is an outlier."""
+    ratios = [math.log(len(h.split()) / len(e.split())) for h, e, _ in rows]
+    scores = eflomal_scores([h for h, _, _ in rows], [e for _, e, _ in rows])
+    per_word = [score / (len(h.split()) + len(e.split())) for score, (h, e, _)
+                in zip(scores, rows)]
+    found = {"length ratio": robust_outliers(ratios),
+             "eflomal score per word": robust_outliers(per_word)}
+    for reason, indices in found.items():
+        print(f"## {len(indices)} pairs whose {reason} is an outlier (of {len(rows)})")
+        for i in indices:
+            hindi, english, domain = rows[i]
+            print(f"{domain}\t{ratios[i]:+.2f}\t{per_word[i]:.2f}\t{hindi}\t{english}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--check", action="store_true", help="only check that DATACARD.md and "
@@ -131,21 +179,29 @@ def main() -> int:
                         default=DEFAULT_SYMMETRIZATION,
                         help=f"how to combine eflomal's two directions (default: "
                         f"{DEFAULT_SYMMETRIZATION}, the lowest AER on WPT-05)")
+    parser.add_argument("--report", action="store_true", help="list the train pairs whose "
+                        "length ratio or eflomal alignment score is an outlier, to re-read")
     args = parser.parse_args()
     if args.check:
         return check()
-    splits = split_domains(read_domains())
+    if args.report:
+        return report(read_split("train"))
+    held_out = {split: read_split(split) for split in FIXED}
+    train, refused = train_rows(read_domain_pairs(), held_out)
+    splits = {"train": train, **held_out}
     try:
         links = align(splits, args.symmetrization)  # first: without eflomal, nothing is written
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for split, rows in splits.items():
-        text = "".join(f"{h}\t{e}\t{d}\n" for h, e, d in rows)
-        (CORPUS_DIR / f"{split}.tsv").write_text(text, encoding="utf-8")
+    (CORPUS_DIR / "train.tsv").write_text("".join(f"{h}\t{e}\t{d}\n" for h, e, d in train),
+                                          encoding="utf-8")
+    for split in SPLITS:
         write_pharaoh(links_path(split), links[split])
-        print(f"{split}: {len(rows)} pairs, {sum(map(len, links[split]))} links "
-              f"({args.symmetrization})")
+        print(f"{split}: {len(splits[split])} pairs, {sum(map(len, links[split]))} links "
+              f"({args.symmetrization})" + ("" if split == "train" else ", kept as it was"))
+    for reason, count in refused.most_common():
+        print(f"refused: {count} pairs ({reason})")
     card = CARD.read_text(encoding="utf-8")
     CARD.write_text(card_with_statistics(card, statistics_table()), encoding="utf-8")
     return 0

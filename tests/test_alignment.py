@@ -12,19 +12,17 @@ from translator.alignment import (
     AlignmentError,
     align_pairs,
     alignment_error_rate,
-    format_pharaoh,
     hard_links,
     merge_to_words,
     piece_words,
-    read_pharaoh,
     resolve_layer,
     select_attention,
-    teacher_forced_attention,
-    translate_with_attention,
+    teacher_forced_attentions,
 )
 from translator.checkpoint import save_checkpoint
 from translator.cli import align_main
-from translator.config import Config, save_config
+from translator.config import Config, SearchConfig, save_config
+from translator.links import LinksError, format_line, read_pharaoh
 from translator.model import ModelConfig, Transformer
 from translator.tokenizer import Tokenizer, TokenizerConfig
 from translator.translate import translate
@@ -127,14 +125,16 @@ def test_alignment_error_rate_matches_hand_computation():
 
 
 def test_pharaoh_round_trip_and_direction(tmp_path):
+    """Gold links for AER are read by the one Pharaoh reader, translator.links."""
     path = tmp_path / "gold.pharaoh"
     path.write_text("0-1 2-0\n\n1-1\n")
-    assert read_pharaoh(path) == [[(0, 1), (2, 0)], [], [(1, 1)]]
-    assert read_pharaoh(path, reverse=True) == [[(1, 0), (0, 2)], [], [(1, 1)]]
-    assert format_pharaoh([(2, 0), (0, 1)]) == "0-1 2-0"
+    counts = ([3, 1, 2], [3, 1, 3])
+    assert read_pharaoh(path, *counts) == [[(0, 1), (2, 0)], [], [(1, 1)]]
+    assert read_pharaoh(path, *counts, reverse=True) == [[(0, 2), (1, 0)], [], [(1, 1)]]
+    assert format_line([(2, 0), (0, 1)]) == "0-1 2-0"
     path.write_text("0-1 2:0\n")
-    with pytest.raises(AlignmentError, match="line 1"):
-        read_pharaoh(path)
+    with pytest.raises(LinksError, match="line 1"):
+        read_pharaoh(path, [3], [3])
 
 
 # ---------------------------------------------------------------- a model
@@ -165,23 +165,23 @@ def tiny(tmp_path_factory):
 
 def test_teacher_forced_attention_shape(tiny):
     model, tokenizer, _ = tiny
-    attention, source_pieces, target_pieces = teacher_forced_attention(model, tokenizer,
-                                                                       *SENTENCES[0])
+    [(attention, source_pieces, target_pieces)] = teacher_forced_attentions(
+        model, tokenizer, [SENTENCES[0]])
     assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
     assert torch.allclose(attention.sum(-1), torch.ones(attention.shape[:3]), atol=1e-5)
     words = merge_to_words(attention[0, 0], source_pieces, target_pieces)
     assert words.source_words == SENTENCES[0][0].split()
     assert words.target_words == SENTENCES[0][1].split()
     with pytest.raises(AlignmentError, match="empty"):
-        teacher_forced_attention(model, tokenizer, " ", "hello")
+        teacher_forced_attentions(model, tokenizer, [(" ", "hello")])
 
 
 def test_batched_forced_alignment_equals_one_at_a_time(tiny):
     model, tokenizer, _ = tiny
     batched = align_pairs(model, tokenizer, SENTENCES + [("", "empty")], layer=0)
     for pair, links in zip(SENTENCES, batched):
-        attention, source_pieces, target_pieces = teacher_forced_attention(model, tokenizer,
-                                                                           *pair)
+        [(attention, source_pieces, target_pieces)] = teacher_forced_attentions(
+            model, tokenizer, [pair])
         alone = merge_to_words(select_attention(attention, 0), source_pieces, target_pieces)
         assert links == hard_links(alone.weights)
         assert len(links) == len(pair[1].split())  # one link per target word
@@ -189,30 +189,27 @@ def test_batched_forced_alignment_equals_one_at_a_time(tiny):
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_translate_with_attention_is_the_translators_output(tiny, beam_size):
+def test_a_translations_attention_has_an_eos_row_and_rows_that_are_distributions(tiny,
+                                                                                 beam_size):
     model, tokenizer, _ = tiny
-    text, attention, source_pieces, target_pieces = translate_with_attention(
-        model, tokenizer, SENTENCES[2][0], beam_size=beam_size)
-    result = translate(model, tokenizer, [SENTENCES[2][0]], beam_size=beam_size)[0]
-    assert (text, source_pieces, target_pieces) == (result.text, result.source_pieces,
-                                                     result.target_pieces)
-    assert torch.equal(attention, result.attention)
+    result = translate(model, tokenizer, [SENTENCES[2][0]], SearchConfig(beam_size=beam_size))[0]
+    attention, target_pieces = result.attention, result.target_pieces
+    assert result.source_pieces == tokenizer.source_pieces(
+        tokenizer.encode_source(SENTENCES[2][0]))
     # every output has its EOS row, as search.py promises; every row is a distribution
-    assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
+    assert attention.shape == (2, 4, len(target_pieces) + 1, len(result.source_pieces) + 1)
     assert torch.allclose(attention.sum(-1), torch.ones(attention.shape[:3]), atol=1e-5)
 
 
-def test_translate_with_attention_splits_a_long_input_as_the_translator_does(tiny):
+def test_a_long_inputs_attention_covers_all_its_parts(tiny):
     model, tokenizer, _ = tiny
     long_text = " ".join([SENTENCES[0][0]] * 20)  # more pieces than the 64 positions
     assert len(tokenizer.encode_source(long_text)) > model.config.max_positions
-    text, attention, source_pieces, target_pieces = translate_with_attention(
-        model, tokenizer, long_text, beam_size=2)
-    assert text == translate(model, tokenizer, [long_text], beam_size=2)[0].text
-    assert source_pieces == tokenizer.source_pieces(tokenizer.encode_source(long_text))
-    assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
-    with pytest.raises(AlignmentError, match="empty"):
-        translate_with_attention(model, tokenizer, "  ")
+    result = translate(model, tokenizer, [long_text], SearchConfig(beam_size=2))[0]
+    assert result.source_pieces == tokenizer.source_pieces(tokenizer.encode_source(long_text))
+    assert result.attention.shape == (2, 4, len(result.target_pieces) + 1,
+                                      len(result.source_pieces) + 1)
+    assert translate(model, tokenizer, ["  "])[0].attention is None  # nothing to attend to
 
 
 def test_attention_that_follows_gold_links_scores_aer_zero(tiny):
@@ -250,7 +247,8 @@ def test_align_command_prints_pharaoh_and_aer(tiny, tmp_path, capsys):
     predicted = [[tuple(map(int, link.split("-"))) for link in line.split()] for line in lines]
     for (source, target), links in zip(SENTENCES, predicted):
         assert all(i < len(source.split()) and j < len(target.split()) for i, j in links)
-    expected = alignment_error_rate(predicted, read_pharaoh(gold, reverse=True))
+    counts = [len(s.split()) for s, _ in SENTENCES], [len(t.split()) for _, t in SENTENCES]
+    expected = alignment_error_rate(predicted, read_pharaoh(gold, *counts, reverse=True))
     assert f"AER {expected:.4f}" in err
 
 

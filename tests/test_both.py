@@ -11,9 +11,16 @@ import pytest
 from translator.alignment import align_pairs
 from translator.cli import evaluate_main, translate_main
 from translator.config import load_config
-from translator.plotting import translate_showcase
+from translator.direction import scores_of
+from translator.drawing import translate_showcase
 from translator.training import train
-from translator.translate import TranslateError, Translator, devanagari_share, script_warning
+from translator.translate import (
+    TranslateError,
+    Translator,
+    devanagari_share,
+    max_source_pieces,
+    script_warning,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -127,7 +134,8 @@ def test_the_tag_is_no_source_word_of_the_pieces_or_the_attention(translator):
     assert result.attention.shape[2:] == (len(result.target_pieces) + 1,
                                           len(result.source_pieces) + 1)
     assert result.to_dict()["target_language"] == "en"
-    assert translator.max_source_pieces == 32 - 2  # the EOS and the tag
+    # the EOS and the tag
+    assert max_source_pieces(translator.model, translator.tokenizer) == 32 - 2
     # forced alignment reads the tag too, and links only the sentence's words
     links = align_pairs(translator.model, translator.tokenizer, [TRAIN[1]])[0]
     assert links and all(i < 5 and j < 4 for i, j in links)
@@ -163,14 +171,14 @@ def records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_dev_is_scored_both_ways_under_hi_en_names_and_en_hi_ones(both_run):
+def test_dev_is_scored_both_ways_under_hi_en_names_and_an_en_hi_section(both_run):
     validations = [r for r in records(both_run) if r["kind"] == "validation"]
     assert len(validations) == 2
     for record in validations:
         for name in ("dev_loss", "dev_perplexity", "dev_bleu", "dev_chrf", "dev_sentences"):
-            assert name in record and f"{name}_en_hi" in record
+            assert name in record and name in record["en-hi"]
         # eval_sentences (20) counts per direction: both dev sentences, each way
-        assert record["dev_sentences"] == record["dev_sentences_en_hi"] == len(DEV)
+        assert record["dev_sentences"] == record["en-hi"]["dev_sentences"] == len(DEV)
     log = (both_run / "train.log").read_text(encoding="utf-8")
     # guided alignment found the links of every pair, both ways
     assert f"word links for {2 * len(TRAIN)} of {2 * len(TRAIN)} training pairs" in log
@@ -179,9 +187,9 @@ def test_dev_is_scored_both_ways_under_hi_en_names_and_en_hi_ones(both_run):
 
 def test_test_is_scored_both_ways(both_run):
     scores = json.loads((both_run / "test_scores.json").read_text())
-    assert scores["sentences"] == scores["sentences_en_hi"] == len(TEST)
+    assert scores["sentences"] == scores["en-hi"]["sentences"] == len(TEST)
     for name in ("bleu", "chrf", "bleu_signature", "chrf_signature"):
-        assert name in scores and f"{name}_en_hi" in scores
+        assert name in scores and name in scores["en-hi"]
     to_english = (both_run / "test_hypotheses.txt").read_text(encoding="utf-8").splitlines()
     to_hindi = (both_run / "test_hypotheses_en_hi.txt").read_text(encoding="utf-8").splitlines()
     assert len(to_english) == len(to_hindi) == len(TEST)
@@ -204,11 +212,12 @@ def test_evaluate_takes_one_half_of_the_test_split(both_run, capsys):
     """hi→en by default, en→hi with --to hi: the translations training scored (beam 2, the
     best checkpoint) of that half."""
     test = json.loads((both_run / "test_scores.json").read_text())
-    for to, written, key in (([], "test_hypotheses.txt", "chrf"),
-                             (["--to", "hi"], "test_hypotheses_en_hi.txt", "chrf_en_hi")):
+    for to, written, section in (([], "test_hypotheses.txt", None),
+                                 (["--to", "hi"], "test_hypotheses_en_hi.txt", "en-hi")):
         assert evaluate_main(["--run", str(both_run), "--beam", "2", "--json", *to]) == 0
         scores = json.loads(capsys.readouterr().out)
-        assert scores["sentences"] == len(TEST) and scores["chrf"] == pytest.approx(test[key],
+        expected = scores_of(test, section)["chrf"]
+        assert scores["sentences"] == len(TEST) and scores["chrf"] == pytest.approx(expected,
                                                                                    abs=0.01)
         assert Path(scores["hypotheses"]).read_text(encoding="utf-8") == (
             both_run / written).read_text(encoding="utf-8")

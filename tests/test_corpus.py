@@ -124,7 +124,7 @@ def test_link_check_fails_on_a_stale_file(tmp_path):
     shutil.copy(CORPUS_DIR / "dev.tsv", tmp_path / "dev.tsv")
     lines = links_path("dev").read_text(encoding="utf-8").split("\n")
     (tmp_path / "dev.align").write_text("\n".join(lines[1:]), encoding="utf-8")  # one short
-    with pytest.raises(LinksError, match="dev.align has 459 lines but the corpus has 460"):
+    with pytest.raises(LinksError, match="dev.align has 459 lines but there are 460"):
         read_split_links("dev", tmp_path)
     shifted = "\n".join(["0-0", *lines])  # one line too many at the top
     (tmp_path / "dev.align").write_text(shifted, encoding="utf-8")

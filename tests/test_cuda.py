@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import translator.training as training
+import translator.build as build
+from translator.build import Run, build_run
 from translator.checkpoint import load_checkpoint
 from translator.config import load_config
 from translator.data import embedded_corpus_dir, load_splits
@@ -24,7 +25,7 @@ from translator.model import ModelConfig, Transformer
 from translator.run_dir import RunDir
 from translator.search import beam_search, greedy_search
 from translator.tokenizer import Tokenizer
-from translator.training import Trainer, build_run, train
+from translator.training import Trainer, train
 from translator.translate import Translator
 
 ON_CPU = os.environ.get("TRANSLATOR_CUDA_TESTS_ON_CPU") == "1"
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.cuda
 def any_precision(monkeypatch):
     """On the CPU stand-in, let fp16 through (resolve_precision refuses it on CPUs)."""
     if ON_CPU:
-        monkeypatch.setattr(training, "resolve_precision", lambda precision, device: precision)
+        monkeypatch.setattr(build, "resolve_precision", lambda precision, device: precision)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def tokenizer_dir(tmp_path_factory, small_data) -> Path:
     return folder
 
 
-def cuda_run(data: Path, tmp_path: Path, tokenizer_dir: Path, *overrides: str) -> training.Run:
+def cuda_run(data: Path, tmp_path: Path, tokenizer_dir: Path, *overrides: str) -> Run:
     """build_run on DEVICE with the module's tokenizer (resume=True reuses it, nothing else)."""
     run_dir = RunDir(tmp_path / "run")
     shutil.copytree(tokenizer_dir, run_dir.tokenizer_dir)

@@ -69,7 +69,7 @@ def test_latin1_bytes_on_standard_input(tiny_run):
                             cwd=ROOT)
     assert result.returncode == 2
     assert one_sentence(result.stderr.decode()) == (
-        "error: standard input is not UTF-8 text (line 2 has the byte 0xe9); convert it to "
+        "error: standard input line 2 is not valid UTF-8 (the byte 0xe9); convert it to "
         "UTF-8 first, e.g. with iconv -f latin1 -t utf-8")
     assert result.stdout == b""
 
@@ -112,6 +112,24 @@ def test_resume_refuses_what_the_checkpoint_fixes(tiny_run, tmp_path, capsys, ov
     assert train_main(["--resume", str(run), override]) == 2
     assert one_sentence(capsys.readouterr().err) == f"error: {run} {message}"
     assert files_of(run) == before  # nothing written, nothing lost
+
+
+def test_a_hand_edited_model_key_in_the_runs_config_is_one_sentence(tiny_run, tmp_path,
+                                                                     capsys):
+    """RUN/config.yaml edited by hand (model.d_model 16 → 32): resuming names the key instead
+    of ending in load_state_dict's traceback, and the checkpoint is left as it was."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    config = run / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("d_model: 16", "d_model: 32"),
+                      encoding="utf-8")
+    checkpoint = (run / "checkpoints" / "last.pt").read_bytes()
+    assert train_main(["--resume", str(run)]) == 2
+    assert one_sentence(capsys.readouterr().err) == (
+        f"error: {run}/config.yaml no longer describes the model its checkpoint holds "
+        "(model.d_model 16 in the checkpoint, 32 in config.yaml); undo the edit to "
+        "config.yaml, or start a new run with the new model")
+    assert (run / "checkpoints" / "last.pt").read_bytes() == checkpoint
 
 
 def test_a_disk_that_fills_up_while_a_checkpoint_is_written(tiny_data, tmp_path, capsys,
@@ -199,7 +217,7 @@ def test_any_other_file_a_run_cannot_write_is_one_sentence(tmp_path, monkeypatch
     def full_disk(config, resume=None):
         raise OSError(errno.ENOSPC, "No space left on device", str(run / "metrics.jsonl"))
 
-    monkeypatch.setattr("translator.cli.train_and_draw", full_disk)
+    monkeypatch.setattr("translator.cli.train", full_disk)
     assert train_main(["--config", str(SMOKE)]) == 2
     assert one_sentence(capsys.readouterr().err) == (
         f"error: cannot write {run / 'metrics.jsonl'}: No space left on device; free some space "

@@ -208,11 +208,7 @@ def test_pharaoh_lines_parse_or_say_why(line, hindi, english, english_first):
         assert all(0 <= i < hindi and 0 <= j < english for i, j in parsed)
         again = links.format_line(links.swap(parsed) if english_first else parsed)
         assert links.parse_line(again, hindi, english, "fuzz", english_first) == parsed
-    try:
-        gold = alignment.parse_pharaoh(line, "fuzz", english_first)
-    except TranslatorError:
-        return
-    assert all(i >= 0 and j >= 0 for i, j in gold)
+
 
 
 KEYS = [f"{section}.{key}" for section, values in

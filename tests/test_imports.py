@@ -19,16 +19,20 @@ ORDER = [
     "__init__",  # the package's version
     "errors",  # TranslatorError, the one base of every error a user sees
     "config",  # config types: every section's dataclass, YAML and overrides
+    "direction",  # Direction: hi-en, en-hi or both; its languages, tags and score sections
+    "lines",  # the one line reader: only '\n' ends a line, UTF-8 errors in one sentence
     # text and data
     "links",  # word alignment links: Pharaoh files, eflomal, word → piece links
     "corpus",  # the embedded corpus (package data) and the showcase sentences
     "data",  # readers, normalisation, filters → sentence pairs
     "batching",  # token batches and padding
     "metrics",  # corpus_scores: BLEU, chrF, chrF++ with signatures
-    # where: devices and the run folder
+    # where: devices, processes and the run folder
     "device",  # resolve_device, resolve_precision, autocast
     "checkpoint",  # atomic checkpoint files
     "run_dir",  # RunDir: the run folder's paths, the newest run, runs/latest
+    "distributed",  # one process or many (torchrun): ranks, means, stopping together
+    "reporting",  # say(): lines for the terminal and train.log
     "resume",  # what --resume keeps, and the overrides it refuses
     "tokenizer",  # SentencePiece
     "encoded",  # token ids as arrays, and the prepared-data cache
@@ -37,14 +41,19 @@ ORDER = [
     "model",  # the Transformer
     "search",  # greedy and beam search
     "translate",  # translate(): the one decoding path; the Translator
-    "training",  # build_run, the Trainer loop, train()
     # views of a trained model
     "alignment",  # cross-attention → word alignments, AER
     "plotting",  # heatmaps
     "explorer",  # the interactive attention explorer
+    "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
+    # training
+    "recipe",  # schedules, losses, optimiser, checkpoint averaging
+    "build",  # build_run: data, tokenizer, guided-alignment targets, model, optimiser
+    "evaluator",  # dev loss, BLEU and chrF: validation, the test score, evaluate
+    "training",  # the Trainer loop, train()
     # the command line
     "demo",  # the seeds' worked examples, printed
-    "cli",  # python -m translator {train,translate,evaluate,align,demo}
+    "cli",  # python -m translator {train,translate,evaluate,align,demo,plot-run}
     "__main__",
 ]
 
@@ -157,8 +166,9 @@ def test_the_graph_sees_the_known_imports(graph):
     would pass everything)."""
     assert graph["errors"] == []
     assert {"config", "data", "device", "run_dir", "translate"} <= {t for t, _, _ in
-                                                                     graph["training"]}
-    assert "corpus" in {t for t, _, _ in graph["plotting"]}  # from translator import corpus
+                                                                     graph["build"]
+                                                                     + graph["evaluator"]}
+    assert "corpus" in {t for t, _, _ in graph["drawing"]}  # from translator import corpus
     assert "cli" in {t for t, _, _ in graph["__main__"]}
 
 
@@ -179,6 +189,9 @@ def test_the_package_is_imported_at_module_level_only(graph):
 
 
 def test_loading_a_config_or_a_translator_loads_no_trainer_and_no_plotting():
+    """Loading a config loads no torch, a Translator no trainer, and the parts of training
+    (recipe, build, evaluator) no plotting; `training.train` itself draws a run's pictures at
+    its end, so that the Python API writes the run folder the command does."""
     script = (
         "import sys\n"
         "def loaded(*names): return [n for n in names if n in sys.modules]\n"
@@ -186,8 +199,8 @@ def test_loading_a_config_or_a_translator_loads_no_trainer_and_no_plotting():
         "assert loaded('torch', 'translator.training', 'matplotlib') == [], 'config'\n"
         "import translator.translate\n"
         "assert loaded('translator.training', 'matplotlib') == [], 'translate'\n"
-        "import translator.training\n"
-        "assert loaded('matplotlib', 'translator.plotting') == [], 'training'\n"
+        "import translator.recipe, translator.build, translator.evaluator\n"
+        "assert loaded('matplotlib', 'translator.plotting') == [], 'training parts'\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=120)

@@ -12,15 +12,14 @@ import translator.corpus
 from translator.alignment import WordAlignment
 from translator.config import load_config
 from translator.data import embedded_corpus_dir
+from translator.drawing import draw_showcase_heatmaps, showcase_sources, translate_showcase
+from translator.errors import TranslatorError
 from translator.plotting import (
     devanagari_font,
-    draw_showcase_heatmaps,
     plot_heads,
     plot_heatmap,
     plot_layers,
     save_alignment_json,
-    showcase_sources,
-    translate_showcase,
 )
 from translator.training import train
 from translator.translate import Translator
@@ -135,7 +134,7 @@ def test_showcase_heatmaps_from_a_smoke_run(smoke_run, tmp_path, monkeypatch):
     record = json.loads((tmp_path / "heatmaps" / "showcase-1.json").read_text(encoding="utf-8"))
     assert record["source"] == "मुंबई की ट्रेन" and record["direction"] == "hi-en"
     assert record["source_words"] == ["मुंबई", "की", "ट्रेन"]
-    assert record["translation"] == run.translate(["मुंबई की ट्रेन"], beam_size=1)[0].text
+    assert record["translation"] == run.translate(["मुंबई की ट्रेन"])[0].text  # the run's search
     layers, heads = run.config.model.layers, run.config.model.heads
     assert len(record["all_heads"]) == layers and len(record["all_heads"][0]) == heads
     assert len(record["weights"]) == len(record["target_words"])
@@ -151,7 +150,7 @@ def test_showcase_sources_follow_the_direction():
     assert "The mechanic fixed the scooter because it was leaking petrol." in sources
     assert "UPI payment failed but amount deducted, refund please." in sources
     assert showcase_sources("both") == showcase_sources("hi-en")  # drawn hi→en
-    with pytest.raises(ValueError, match="hi-en, en-hi or both"):
+    with pytest.raises(TranslatorError, match="hi-en, en-hi, both"):
         showcase_sources("hi-fr")
 
 

@@ -10,20 +10,19 @@ import torch
 import translator.data as data
 from translator.alignment import hard_links, word_alignment
 from translator.batching import alignment_targets, make_batch
+from translator.build import EncodedSplit, pair_piece_links
 from translator.config import DataConfig, ModelConfig, TrainConfig
 from translator.data import DataError, Pair, load_train_links, normalize
 from translator.encoded import EncodedCorpus
 from translator.links import LinksError
 from translator.model import Transformer
-from translator.training import (
+from translator.recipe import (
     Budget,
-    EncodedSplit,
     alignment_loss,
     average_weights,
     batch_loss,
     drop_words,
     learning_rate_schedule,
-    pair_piece_links,
     token_loss,
 )
 

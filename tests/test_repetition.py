@@ -3,14 +3,13 @@ banned repetition in any greedy or beam output of a random model that repeats wi
 and the run's config keys reaching translate.py, where flags change them; the same for beam
 search's length penalty."""
 
-import dataclasses
 import json
 
 import pytest
 import torch
 
 from translator.cli import translate_main
-from translator.config import ConfigError, TrainConfig, load_config
+from translator.config import ConfigError, SearchConfig, load_config
 from translator.search import (
     RepetitionBans,
     ban_doubled_words,
@@ -18,7 +17,7 @@ from translator.search import (
     beam_search,
     greedy_search,
 )
-from translator.translate import Translator, repetition_bans
+from translator.translate import Translator
 
 PAD, BOS, EOS, VOCAB = 0, 2, 3, 12
 INF = float("-inf")
@@ -100,17 +99,18 @@ def test_no_output_of_either_search_holds_a_banned_repetition(n):
         assert tokens  # the bans never leave a row without a token to write
 
 
-def test_the_runs_config_keys_become_its_translators_bans(tiny_run):
+def test_the_runs_search_keys_become_its_translators_bans(tiny_run):
     translator = Translator.from_run(tiny_run, device="cpu")
-    assert translator.bans is None  # the tiny run's config leaves both off
-    cfg = dataclasses.replace(TrainConfig(), no_repeat_ngram=3, no_doubled_words=True)
-    bans = repetition_bans(translator.tokenizer, cfg)
-    pieces = translator.tokenizer.target_pieces(list(range(len(bans.word_starts))))
+    tokenizer = translator.tokenizer
+    pieces = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
+    assert RepetitionBans.of(translator.search, pieces) is None  # the tiny run bans nothing
+    bans = RepetitionBans.of(SearchConfig(no_repeat_ngram=3, no_doubled_words=True), pieces)
     assert bans.no_repeat_ngram == 3
     assert bans.word_starts.tolist() == [p.startswith("▁") for p in pieces]
     assert any(bans.word_starts) and not all(bans.word_starts)
     translator.set_search(no_repeat_ngram=2)
-    assert translator.bans.no_repeat_ngram == 2 and translator.bans.word_starts is None
+    bans = RepetitionBans.of(translator.search, pieces)
+    assert bans.no_repeat_ngram == 2 and bans.word_starts is None
 
 
 def test_translate_flags_change_the_bans_and_a_negative_n_is_one_sentence(tiny_run, capsys):
@@ -150,7 +150,7 @@ def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_r
     seen = []
     search = translate_module.search_in_batches
     monkeypatch.setattr(translate_module, "search_in_batches",
-                        lambda *args: seen.append(args[-1]) or search(*args))
+                        lambda *args: seen.append(args[5].length_penalty) or search(*args))
     translator = Translator.from_run(tiny_run, device="cpu")
     translator.translate(["कल"], beam_size=2)
     translator.set_search(length_penalty=2.5)
@@ -163,8 +163,13 @@ def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_r
     assert seen[-1] == 0.6
 
 
-def test_a_negative_search_key_in_a_config_is_named_in_one_sentence():
+def test_a_negative_search_key_in_a_config_is_named_in_one_sentence(capsys):
     for key, shown in (("no_repeat_ngram", "-1"), ("length_penalty", "-1.0")):
         with pytest.raises(ConfigError) as raised:
+            load_config(None, [f"search.{key}=-1"])
+        assert str(raised.value) == f"search: {key} must not be negative, not {shown}"
+        # the key's old place, under train:, is read into search: with a notice
+        with pytest.raises(ConfigError) as raised:
             load_config(None, [f"train.{key}=-1"])
-        assert str(raised.value) == f"train: {key} must not be negative, not {shown}"
+        assert str(raised.value) == f"search: {key} must not be negative, not {shown}"
+        assert f"train.{key} → search.{key}" in capsys.readouterr().err

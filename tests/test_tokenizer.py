@@ -5,7 +5,8 @@ import unicodedata
 import pytest
 import sentencepiece as spm
 
-from translator.data import TAGS, normalize
+from translator.data import normalize
+from translator.direction import TAGS
 from translator.tokenizer import Tokenizer, TokenizerConfig, TokenizerError
 
 HINDI = [

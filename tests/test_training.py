@@ -13,15 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import translator.training as training
+import translator.evaluator as evaluator
+import translator.recipe as recipe
+from translator.build import build_run
 from translator.checkpoint import CheckpointError, load_checkpoint
-from translator.cli import evaluate_main, plot_run_main, train_and_draw
+from translator.cli import evaluate_main, plot_run_main
 from translator.config import load_config
 from translator.corpus import SHOWCASE
 from translator.data import load_splits
 from translator.explorer import read_explorer_data
 from translator.run_dir import RunDir, RunDirError
-from translator.training import TrainingError, build_run, train
+from translator.training import TrainingError, train
 from translator.translate import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,9 +49,9 @@ def run_command(*args: str, timeout: float = 240) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory) -> Path:
-    """Trained as the command line trains: training, then the heatmaps."""
+    """Trained as the command line trains: training, then the curves and the heatmaps."""
     output = tmp_path_factory.mktemp("runs")
-    run_dir, code = train_and_draw(smoke_config(output, "train.run_name=smoke",
+    run_dir, code = train(smoke_config(output, "train.run_name=smoke",
                                                 "train.heatmaps=true"))
     assert code == 0
     return run_dir
@@ -126,11 +128,11 @@ def test_test_scores_are_the_translators_and_evaluates(smoke_run, capsys):
     translator = Translator.from_run(smoke_run, device="cpu")
     test = load_splits(translator.config.data).splits["test"]
     translations = translator.translate([p.source for p in test], beam_size=scores["beam_size"],
-                                        batch_size=training.DECODE_BATCH_SIZE,
+                                        batch_size=evaluator.DECODE_BATCH_SIZE,
                                         need_attention=False)
     assert hypotheses == [t.text for t in translations]
     assert evaluate_main(["--run", str(smoke_run), "--beam", str(scores["beam_size"]),
-                          "--batch-size", str(training.DECODE_BATCH_SIZE), "--json",
+                          "--batch-size", str(evaluator.DECODE_BATCH_SIZE), "--json",
                           "--out", str(smoke_run / "evaluate.txt")]) == 0
     evaluated = json.loads(capsys.readouterr().out)
     assert round(evaluated["bleu"], 2) == scores["bleu"]
@@ -173,8 +175,8 @@ def test_a_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(tmp
     run_dir, _ = train(smoke_config(tmp_path, "train.run_name=nan", "train.max_steps=5",
                                     "train.eval_every=5"))
     before = (run_dir / "checkpoints" / "last.pt").read_bytes()
-    real_loss = training.token_loss
-    monkeypatch.setattr(training, "token_loss", lambda *a, **k: real_loss(*a, **k) * float("nan"))
+    real_loss = recipe.token_loss
+    monkeypatch.setattr(recipe, "token_loss", lambda *a, **k: real_loss(*a, **k) * float("nan"))
     config = load_config(run_dir / "config.yaml", ["train.max_steps=10"])
     with pytest.raises(TrainingError, match="loss became nan at step 6"):
         train(config, resume=run_dir)
@@ -239,7 +241,7 @@ def test_sigint_saves_a_checkpoint_that_resumes(tmp_path):
 def test_two_processes_under_torchrun_match_one_process(tmp_path):
     common = ["--config", str(SMOKE), f"train.output_dir={tmp_path}", "train.max_steps=4",
               "train.eval_every=4", "train.log_every=1", "train.eval_sentences=5",
-              "train.test_beam_size=1"]
+              "search.beam_size=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",

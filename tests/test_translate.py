@@ -22,10 +22,10 @@ from translator.errors import TranslatorError
 from translator.explorer import read_explorer_data
 from translator.model import Transformer
 from translator.plotting import all_heads_as_words
+from translator.recipe import token_loss
 from translator.run_dir import RunDirError
 from translator.tokenizer import Tokenizer
-from translator.training import token_loss
-from translator.translate import TranslateError, Translator, translate
+from translator.translate import TranslateError, Translator, max_source_pieces, translate
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_POSITIONS = 64
@@ -147,7 +147,8 @@ def test_results_carry_text_tokens_pieces_and_attention(translator):
         assert result.warnings == [] and result.nbest == []
         # a model of one direction reads no tag and reports no target language
         assert result.target_language is None and "target_language" not in result.to_dict()
-    assert translator.tokenizer.tags == {} and translator.max_source_pieces == MAX_POSITIONS - 1
+    assert translator.tokenizer.tags == {}
+    assert max_source_pieces(translator.model, translator.tokenizer) == MAX_POSITIONS - 1
 
 
 def test_beam_attention_equals_teacher_forced_rescoring(translator):
@@ -207,7 +208,8 @@ def test_text_in_the_wrong_script_gets_a_warning_and_a_translation(translator):
     assert len(english.warnings) == 1 and "Devanagari" in english.warnings[0]
     assert mixed.warnings == []  # Latin words inside Hindi are normal
     # the warning changes nothing else: the same translation as without a direction to check
-    unchecked = translate(translator.model, translator.tokenizer, texts, beam_size=2)
+    search = dataclasses.replace(translator.search, beam_size=2)
+    unchecked = translate(translator.model, translator.tokenizer, texts, search)
     assert [t.warnings for t in unchecked] == [[], []]
     assert dataclasses.replace(english, warnings=[]) == unchecked[0] and mixed == unchecked[1]
 

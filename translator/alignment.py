@@ -6,11 +6,12 @@ piece plus the EOS step, one column per source piece plus the source EOS), picks
 layer, its heads averaged), merges pieces into whitespace words and turns the result into hard
 links, scored with the alignment error rate (AER).
 
-Attention comes from two places: the model's own output (`translate_with_attention`, greedy
-or beam: the chosen hypothesis, through `translator.translate.translate` like every
-translation) and any given sentence pair by teacher forcing (`teacher_forced_attention`,
-"forced alignment"). For a model of both directions the target-language tag goes before the
-source pieces in both, as in `translate`, and is left out of the pieces and the attention.
+Attention comes from two places: the model's own output (``Translation.attention``, greedy
+or beam: the chosen hypothesis, from `translator.translate.translate` like every translation)
+and any given sentence pair by teacher forcing (`teacher_forced_attentions`, "forced
+alignment", through `Transformer.forced_attention`). For a model of both directions the
+target-language tag goes before the source pieces in both, as in `translate`, and is left out
+of the pieces and the attention. Links are read and written by `translator.links`.
 
 The default view is `DEFAULT_LAYER` with all heads averaged; bench/alignment_bench.py measures
 every layer (and every head) against gold alignments, which is how the default is to be set
@@ -19,20 +20,18 @@ every layer (and every head) against gold alignments, which is how the default i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from translator.batching import make_batch
 from translator.errors import TranslatorError
+from translator.links import Link
 from translator.model import Transformer
-from translator.search import RepetitionBans
 from translator.tokenizer import Tokenizer, piece_words
-from translator.translate import check_target_language, evaluating, target_and_body, translate
+from translator.translate import check_target_language, evaluating, target_and_body
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
 # the top): the penultimate layer, which the default recipe trains to align (guided
@@ -45,7 +44,6 @@ from translator.translate import check_target_language, evaluating, target_and_b
 DEFAULT_LAYER = -2
 EOS_LABEL = "</s>"
 EOS_MODES = ("drop", "keep")
-Link = tuple[int, int]  # (source word, target word), both 0-based
 
 
 class AlignmentError(TranslatorError):
@@ -218,9 +216,13 @@ def teacher_forced_attentions(
     device: str | torch.device = "cpu", batch_size: int = 32,
     target_language: str | None = None, full_context: bool = False,
 ) -> list[tuple[Tensor, list[str], list[str]]]:
-    """`teacher_forced_attention` for many (source, target) pairs, in batches; with
-    ``full_context`` from a decoder pass without the causal mask (the view a run trained with
-    ``train.alignment_full_context`` was taught to align)."""
+    """Forced alignment: feed each target to the decoder as if the model had written it and
+    return, per (source, target) pair, the cross-attention [layers, heads, T+1, S+1] with the
+    source and target pieces. Row t is the step that predicts target piece t (the last row
+    predicts EOS). Pairs go in batches; with ``full_context`` from a decoder pass without the
+    causal mask (the view a run trained with ``train.alignment_full_context`` was taught to
+    align). A model of both directions is told ``target_language`` (None: each source's
+    script decides)."""
     check_target_language(target_language, tokenizer, None)
     results = []
     tag = int(bool(tokenizer.tags))  # a model of both directions reads a tag first
@@ -232,42 +234,14 @@ def teacher_forced_attentions(
                            tokenizer.eos_id).to(device)
         with evaluating(model):
             memory, source_mask = model.encode(batch.source)
-            out = model.decode(batch.target_input, memory, source_mask, need_weights=True,
-                               full_context=full_context)
-        attention = torch.stack(out.cross_attention, 1).float().cpu()  # [B, L, H, T+1, S+1]
+            attention = model.forced_attention(batch.target_input, memory, source_mask,
+                                               full_context)
+        attention = attention.float().cpu()  # [B, layers, heads, T+1, S+1]
         for row, (source_ids, target_ids) in enumerate(zip(sources, targets)):
             matrix = attention[row, :, :, : len(target_ids) + 1, tag : len(source_ids) + 1]
             results.append((matrix, tokenizer.source_pieces(source_ids[tag:]),
                             tokenizer.target_pieces(target_ids)))
     return results
-
-
-def teacher_forced_attention(
-    model: Transformer, tokenizer: Tokenizer, source_text: str, target_text: str,
-    device: str | torch.device = "cpu", target_language: str | None = None,
-) -> tuple[Tensor, list[str], list[str]]:
-    """Forced alignment: feed ``target_text`` to the decoder as if the model had written it and
-    return the cross-attention [layers, heads, T+1, S+1] with the source and target pieces.
-    Row t is the step that predicts target piece t (the last row predicts EOS). A model of
-    both directions is told ``target_language`` (None: the source's script decides)."""
-    return teacher_forced_attentions(model, tokenizer, [(source_text, target_text)], device,
-                                     target_language=target_language)[0]
-
-
-def translate_with_attention(
-    model: Transformer, tokenizer: Tokenizer, source_text: str, beam_size: int = 1,
-    target_language: str | None = None, bans: RepetitionBans | None = None,
-) -> tuple[str, Tensor, list[str], list[str]]:
-    """Translate ``source_text`` with `translator.translate.translate` (greedy, or beam search
-    when ``beam_size`` > 1; a text longer than the model reads is split into parts there) and
-    return (translation, attention [layers, heads, T+1, S+1] of the chosen hypothesis, source
-    pieces, target pieces); ``bans`` as in translation (`repetition_bans`)."""
-    result = translate(model, tokenizer, [source_text], beam_size=beam_size, batch_size=1,
-                       need_attention=True, target_language=target_language, bans=bans)[0]
-    if result.attention is None:
-        raise AlignmentError("the source sentence is empty; give it at least one word")
-    attention = result.attention.float().cpu()
-    return result.text, attention, result.source_pieces, result.target_pieces
 
 
 # ---------------------------------------------------------------- hard links and AER
@@ -303,35 +277,6 @@ def alignment_error_rate(
         agreed += len(links & gold_links)
         total += len(links) + len(gold_links)
     return 1.0 - 2.0 * agreed / total if total else 0.0
-
-
-def format_pharaoh(links: Iterable[Link]) -> str:
-    """'0-0 1-2 ...' (source-target, 0-based), sorted."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(links))
-
-
-def parse_pharaoh(line: str, where: str = "input", reverse: bool = False) -> list[Link]:
-    """Links of one Pharaoh line ('i-j' items); ``reverse`` swaps them to (j, i)."""
-    links = []
-    for item in line.split():
-        match = re.fullmatch(r"(\d+)-(\d+)", item)
-        if not match:
-            raise AlignmentError(f"{where}: {item!r} is not a Pharaoh link; write links as i-j "
-                                 "with 0-based word numbers, separated by spaces")
-        i, j = int(match.group(1)), int(match.group(2))
-        links.append((j, i) if reverse else (i, j))
-    return links
-
-
-def read_pharaoh(path: str | Path, reverse: bool = False) -> list[list[Link]]:
-    """One list of links per line of a Pharaoh file ('i-j i-j ...', an empty line: none)."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        raise AlignmentError(f"cannot read alignment file {path}; check the path and that it "
-                             "is UTF-8 text") from None
-    return [parse_pharaoh(line, f"{path} line {n}", reverse) for n, line in enumerate(lines, 1)]
 
 
 def align_pairs(

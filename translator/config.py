@@ -11,6 +11,7 @@ loads no model, trainer or plotting.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -180,12 +181,6 @@ class TrainConfig:
     early_stopping_metric: str = "chrf"  # "chrf", "bleu" or "loss" (dev), picks best.pt
     patience: int = 0  # validations without improvement before stopping; 0: never stop early
     keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
-    test_beam_size: int = 4  # beam size for the final test-split score (1: greedy)
-    # what every search of the run (validation, test, heatmaps, translate.py) never writes
-    # twice: n-grams of n pieces (0: any), and a word right after itself (translator.search)
-    no_repeat_ngram: int = 0
-    no_doubled_words: bool = False
-    length_penalty: float = 1.0  # GNMT's α for ranking beam hypotheses (0: the plain sum)
     heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
 
     def __post_init__(self) -> None:
@@ -195,14 +190,41 @@ class TrainConfig:
             raise ValueError("early_stopping_metric must be chrf, bleu or loss")
         if self.max_steps < 1 or self.batch_tokens < 1 or self.accumulate < 1:
             raise ValueError("max_steps, batch_tokens and accumulate must be at least 1")
-        for name in ("log_every", "eval_every", "keep_best", "test_beam_size"):
+        for name in ("log_every", "eval_every", "keep_best"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.schedule not in ("inverse_sqrt", "linear"):
             raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
         if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
             raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
-        for name in ("alignment_weight", "average_last", "no_repeat_ngram", "length_penalty"):
+        for name in ("alignment_weight", "average_last"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+
+
+@dataclass
+class SearchConfig:
+    """search: how the run's model writes translations (translator/search.py): the test score,
+    the heatmaps, translate and evaluate use it as it is; validation uses it with beam size 1
+    (greedy). A resumed run, or a command (--beam, --length-penalty, ...), may change any key."""
+
+    beam_size: int = 4  # hypotheses kept at each step (1: greedy search)
+    n_best: int = 1  # translations returned per sentence, best first (at most beam_size)
+    length_penalty: float = 1.0  # GNMT's α for ranking beam hypotheses (0: the plain sum)
+    # what no search writes twice: n-grams of n pieces (0: any), and a word right after itself
+    no_repeat_ngram: int = 0
+    no_doubled_words: bool = False
+    # the longest output, in pieces with its EOS: ratio × the source's pieces + extra (within
+    # the model's max_positions)
+    max_length_ratio: float = 1.5
+    max_length_extra: int = 10
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
+            raise ValueError(f"beam size {self.beam_size} and n-best {self.n_best} don't fit: "
+                             "both must be at least 1 and n-best at most the beam size")
+        for name in ("length_penalty", "no_repeat_ngram", "max_length_ratio",
+                     "max_length_extra"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
 
@@ -216,6 +238,30 @@ class Config:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+# train keys of configs written before the search section, and their search names
+LEGACY_SEARCH_KEYS = {"test_beam_size": "beam_size", "no_repeat_ngram": "no_repeat_ngram",
+                      "no_doubled_words": "no_doubled_words", "length_penalty": "length_penalty"}
+
+
+def move_legacy_search_keys(values: dict[str, Any], where: str) -> None:
+    """Move the search keys a config written before the search section holds under train:
+    into search:, in place, with a one-line notice (a key set in search: wins)."""
+    train = values.get("train")
+    if not isinstance(train, dict):
+        return
+    moved = [key for key in LEGACY_SEARCH_KEYS if key in train]
+    if not moved:
+        return
+    search = values.setdefault("search", {})
+    if not isinstance(search, dict):
+        return  # _build names the malformed section
+    for key in moved:
+        search.setdefault(LEGACY_SEARCH_KEYS[key], train.pop(key))
+    names = ", ".join(f"train.{key} → search.{LEGACY_SEARCH_KEYS[key]}" for key in moved)
+    sys.stderr.write(f"notice: {where} has search keys under train:, read as {names}\n")
 
 
 def _type_name(expected: Any) -> str:
@@ -321,8 +367,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(values, dict):
             raise ConfigError(f"config file {path} must hold sections of keys (data:, "
                               "model:, train:, ...)")
+    move_legacy_search_keys(values, str(path) if path is not None else "the config")
     for override in overrides or []:
         apply_override(values, override)
+    move_legacy_search_keys(values, "an override")
     return _build(Config, values, "")
 
 

@@ -4,7 +4,7 @@ One pipeline serves every source. A reader (embedded corpus, Hugging Face hub da
 local files) yields raw (hindi, english) strings; `load_splits` normalises them, drops empty,
 over-long and badly proportioned pairs, removes duplicates and dev/test pairs that leak from
 train, and puts each pair in the configured direction: hi-en, en-hi, or both, where every row
-gives two pairs, each source led by the tag of its target language (`TAGS`).
+gives two pairs, each source led by the tag of its target language (`direction.TAGS`).
 (`translator.batching` turns their token ids into padded tensors.)
 """
 
@@ -31,16 +31,15 @@ from typing import Any, NamedTuple
 
 from translator.config import DataConfig
 from translator.corpus import SPLITS, read_split, read_split_links
+from translator.direction import NAMES as DIRECTION_NAMES
+from translator.direction import Direction, split_tag, tagged
 from translator.errors import TranslatorError
+from translator.lines import iter_lines
 from translator.links import Link, LinksError, read_pharaoh, run_eflomal, word_counts
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("embedded", "hub", "files")
-DIRECTIONS = ("hi-en", "en-hi", "both")
-# direction "both" (Johnson et al. 2017): one model translates both ways, told which language
-# to write by a tag before the source: "<2en> मैं घर जा रहा हूँ" → English, "<2hi> ..." → Hindi
-TAGS = {"en": "<2en>", "hi": "<2hi>"}
 FORMATS = ("auto", "text", "tsv", "jsonl", "parquet")
 HUB_TIMEOUT_S = 3.0  # how long to wait for the hub before suggesting local data
 BATCH_ROWS = 10_000  # rows read, normalised and filtered together
@@ -52,24 +51,10 @@ class DataError(TranslatorError):
 
 class Pair(NamedTuple):
     """A normalised sentence pair, already in the configured direction (for "both", the source
-    starts with the target language's tag: see `tagged`)."""
+    starts with the target language's tag: see `direction.tagged`)."""
 
     source: str
     target: str
-
-
-def tagged(text: str, target_language: str) -> str:
-    """``text`` with the tag that asks for ``target_language`` ("en" or "hi") in front."""
-    return f"{TAGS[target_language]} {text}"
-
-
-def split_tag(text: str) -> tuple[str | None, str]:
-    """(target language, text without it) of a text starting with a tag and a space, or
-    (None, text) for any other text."""
-    for language, tag in TAGS.items():
-        if text.startswith(tag + " "):
-            return language, text[len(tag) + 1:]
-    return None, text
 
 
 RawBatch = tuple[list[str], list[str]]  # the raw (hindi, english) texts of consecutive rows
@@ -134,21 +119,8 @@ def embedded_corpus_dir() -> Path:
 
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line) without its line ending.
-
-    Only '\\n' ends a line: str.splitlines would also split at U+2028 and friends, which
-    would misalign parallel files.
-    """
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DataError(
-                    f"{path} line {number} is not valid UTF-8 (byte {error.start + 1} of the "
-                    "line); re-save the file as UTF-8."
-                ) from None
-            yield number, line.rstrip("\r\n")
+    """(line number, line) of a data file (`translator.lines`: only '\\n' ends a line)."""
+    return iter_lines(path, DataError)
 
 
 def _count_lines(path: Path) -> int:
@@ -461,7 +433,7 @@ def _hub_unreachable_reason(timeout_s: float) -> str | None:
 def _check_config(cfg: DataConfig) -> None:
     for name, value, allowed in (
         ("source", cfg.source, SOURCES),
-        ("direction", cfg.direction, DIRECTIONS),
+        ("direction", cfg.direction, DIRECTION_NAMES),
         ("format", cfg.format, FORMATS),
     ):
         if value not in allowed:
@@ -525,7 +497,7 @@ def _drop_reason(pair: Pair, is_train: bool, seen: set[int], cfg: DataConfig) ->
         return None
     # Normalised text has one space between words, so counting spaces counts words (the
     # tag of "both" is no word: both copies of a row must be kept or dropped alike).
-    source = split_tag(pair.source)[1] if cfg.direction == "both" else pair.source
+    source = split_tag(pair.source)[1] if Direction(cfg.direction).both else pair.source
     source_words, target_words = source.count(" ") + 1, pair.target.count(" ") + 1
     if cfg.max_words and max(source_words, target_words) > cfg.max_words:
         return "too_long"

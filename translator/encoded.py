@@ -45,18 +45,18 @@ import torch
 import torch.distributed as dist
 
 from translator import data as data_module
+from translator import direction as direction_module
 from translator import tokenizer as tokenizer_module
 from translator.batching import Batch
 from translator.config import Config
 from translator.data import (
     BATCH_ROWS,
-    TAGS,
     LoadedData,
     Pair,
     data_fingerprint,
     load_splits,
-    split_tag,
 )
+from translator.direction import TAGS, Direction, split_tag
 from translator.errors import TranslatorError
 from translator.tokenizer import Tokenizer, TokenizerError
 
@@ -70,7 +70,7 @@ def _source_hash(*paths: str) -> str:
 # The code that makes an entry is part of its key: a change of normalisation, filters,
 # SentencePiece training or encoding (a new version of the package, or an edit) makes new
 # entries instead of reusing old ones.
-DATA_CODE = _source_hash(data_module.__file__, __file__)
+DATA_CODE = _source_hash(data_module.__file__, direction_module.__file__, __file__)
 TOKENIZER_CODE = _source_hash(tokenizer_module.__file__)
 TOKENIZER_SAMPLE_SEED = 0  # the sample SentencePiece trains on does not follow train.seed
 META = "meta.json"
@@ -570,7 +570,7 @@ def _train_tokenizer(config: Config, train: PairTable, directory: Path) -> None:
     log.info("training SentencePiece on %d of %d train pairs", len(sample), len(train))
     sources = [p.source for p in sample]
     tags: tuple[str, ...] = ()
-    if config.data.direction == "both":  # the tags are pieces of their own, not text to learn
+    if Direction(config.data.direction).both:  # the tags are pieces of their own, not text to learn
         sources, tags = [split_tag(text)[1] for text in sources], tuple(TAGS.values())
     Tokenizer.train(config.tokenizer, sources, [p.target for p in sample], directory, tags)
 

@@ -27,8 +27,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from translator.errors import TranslatorError
+from translator.lines import read_lines
 
-Link = tuple[int, int]  # (Hindi word, English word), 0-based; or (source, target) piece links
+# (i, j) of a Pharaoh item "i-j", 0-based: (Hindi word, English word) in the corpus's link
+# files and guided alignment; (source word, target word) in what `align` writes and reads as
+# gold; (source piece, target piece) after `piece_links`
+Link = tuple[int, int]
 
 # intersection: links both directions agree on (precise, sparse); union: every link of
 # either (dense, noisy); grow-diag: the intersection grown into neighbouring (also diagonal)
@@ -68,11 +72,13 @@ def format_line(links: Iterable[Link]) -> str:
     return " ".join(f"{i}-{j}" for i, j in sorted(set(links)))
 
 
-def parse_line(line: str, hindi_words: int, english_words: int, where: str = "input",
-               english_first: bool = False) -> list[Link]:
-    """The Hindi-first links of one Pharaoh line, sorted and each once, checked against the
-    pair's word counts. ``english_first``: the line writes English word first (as WPT-05's
-    gold does); the links are swapped to Hindi-first."""
+def parse_line(line: str, first_words: int, second_words: int, where: str = "input",
+               reverse: bool = False, sides: tuple[str, str] = ("Hindi", "English")
+               ) -> list[Link]:
+    """The links of one Pharaoh line, sorted and each once, checked against the pair's word
+    counts (``first_words`` of the first side, Hindi for the corpus's links). ``reverse``:
+    the line writes the second side's word first (as WPT-05's gold does); the links are
+    swapped back. ``sides`` names the two sides in messages."""
     links = set()
     for item in line.split():
         match = _LINK.fullmatch(item)
@@ -80,43 +86,40 @@ def parse_line(line: str, hindi_words: int, english_words: int, where: str = "in
             raise LinksError(f"{where}: {item!r} is not a Pharaoh link; write links as i-j with "
                              "0-based word numbers, separated by spaces")
         first, second = int(match.group(1)), int(match.group(2))
-        i, j = (second, first) if english_first else (first, second)
-        if i >= hindi_words or j >= english_words:
-            order = "English word first" if english_first else "Hindi word first"
-            raise LinksError(f"{where}: link {item} points past the pair's {hindi_words} Hindi "
-                             f"and {english_words} English words (0-based, {order}); is the "
-                             "file for these sentences, in this order?")
+        i, j = (second, first) if reverse else (first, second)
+        if i >= first_words or j >= second_words:
+            order = f"{sides[1 if reverse else 0]} word first"
+            raise LinksError(f"{where}: link {item} points past the pair's {first_words} "
+                             f"{sides[0]} and {second_words} {sides[1]} words (0-based, "
+                             f"{order}); is the file for these sentences, in this order?")
         links.add((i, j))
     return sorted(links)
 
 
-def read_pharaoh(path: str | Path, hindi_words_per_line: Sequence[int],
-                 english_words_per_line: Sequence[int],
-                 english_first: bool = False) -> list[list[Link]]:
-    """One sorted list of Hindi-first links per line of the Pharaoh file at ``path``.
+def read_pharaoh(path: str | Path, first_words_per_line: Sequence[int],
+                 second_words_per_line: Sequence[int], reverse: bool = False,
+                 sides: tuple[str, str] = ("Hindi", "English")) -> list[list[Link]]:
+    """One sorted list of links per line of the Pharaoh file at ``path``: the one reader of
+    link files (the corpus's, ``data.train_alignment_path``, gold links for AER).
 
-    The file must have one line per sentence pair (``len(hindi_words_per_line)``), and every
-    link must fall inside its pair's words (`word_counts` of each side gives the counts).
-    Only '\\n' ends a line, as for the corpus files."""
+    The file must have one line per sentence pair (``len(first_words_per_line)``), and every
+    link must fall inside its pair's words (`word_counts` of each side gives the counts);
+    ``reverse`` and ``sides`` as in `parse_line`. Only '\\n' ends a line, as for the corpus
+    files."""
     path = Path(path)
-    if len(hindi_words_per_line) != len(english_words_per_line):
-        raise LinksError(f"{len(hindi_words_per_line)} Hindi but {len(english_words_per_line)} "
-                         "English word counts; give one of each per sentence pair")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise LinksError(f"cannot read the link file {path}; check the path and that it is "
-                         "UTF-8 text") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final line ending
-    if len(lines) != len(hindi_words_per_line):
-        raise LinksError(f"{path} has {len(lines)} lines but the corpus has "
-                         f"{len(hindi_words_per_line)} sentence pairs; a link file needs one "
+    if len(first_words_per_line) != len(second_words_per_line):
+        raise LinksError(f"{len(first_words_per_line)} {sides[0]} but "
+                         f"{len(second_words_per_line)} {sides[1]} word counts; give one of "
+                         "each per sentence pair")
+    lines = read_lines(path, LinksError)
+    if len(lines) != len(first_words_per_line):
+        raise LinksError(f"{path} has {len(lines)} lines but there are "
+                         f"{len(first_words_per_line)} sentence pairs; a link file needs one "
                          "line per pair, in the same order")
-    return [parse_line(line.rstrip("\r"), hindi, english, f"{path} line {number}", english_first)
-            for number, (line, hindi, english)
-            in enumerate(zip(lines, hindi_words_per_line, english_words_per_line), start=1)]
+    return [parse_line(line, first, second, f"{path} line {number}", reverse,
+                       sides)
+            for number, (line, first, second)
+            in enumerate(zip(lines, first_words_per_line, second_words_per_line), start=1)]
 
 
 def write_pharaoh(path: str | Path, links_per_line: Iterable[Iterable[Link]]) -> None:
@@ -251,6 +254,28 @@ def run_eflomal_directions(
             for n, line in zip(usable, read_pharaoh(path, hindi_counts, english_counts)):
                 links[n] = line
     return forward, reverse
+
+
+def eflomal_scores(hindi_sentences: Sequence[str], english_sentences: Sequence[str], *,
+                   samplers: int = 3) -> list[float]:
+    """eflomal's cost of each sentence pair (its negative log-probability, forward plus
+    reverse; higher: the words fit each other worse), for finding pairs to re-read. A pair
+    with an empty side costs 0."""
+    eflomal = _eflomal()
+    usable = [n for n, (h, e) in enumerate(zip(hindi_sentences, english_sentences))
+              if h.split() and e.split()]
+    costs = [0.0] * len(hindi_sentences)
+    hindi = [aligner_words(hindi_sentences[n]) + "\n" for n in usable]
+    english = [aligner_words(english_sentences[n]) + "\n" for n in usable]
+    with tempfile.TemporaryDirectory(prefix="eflomal-") as folder:
+        paths = [Path(folder) / "forward", Path(folder) / "reverse"]
+        eflomal.Aligner(n_samplers=samplers).align(
+            hindi, english, scores_filename_fwd=str(paths[0]),
+            scores_filename_rev=str(paths[1]), quiet=True)
+        for path in paths:
+            for n, line in zip(usable, read_lines(path, LinksError)):
+                costs[n] += float(line)
+    return costs
 
 
 def run_eflomal(

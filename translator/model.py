@@ -285,6 +285,16 @@ class Transformer(nn.Module):
         logits = F.linear(x, self.target_embeddings.tokens.weight, self.output_bias)
         return DecoderOutput(logits, cross_attention)
 
+    def forced_attention(self, target_input: Tensor, memory: Tensor, source_mask: Tensor,
+                         full_context: bool = False) -> Tensor:
+        """Every decoder layer's cross-attention [batch, layers, heads, T, S] while it reads a
+        given target (teacher forcing: forced alignment, the full-context view of a finished
+        translation); ``full_context`` lifts the causal mask. The one such pass of the
+        package: `translator.alignment` and `translator.translate` both call it."""
+        out = self.decode(target_input, memory, source_mask, need_weights=True,
+                          full_context=full_context)
+        return torch.stack(out.cross_attention, 1)
+
     def alignment_attention(self, target_input: Tensor, memory: Tensor, source_mask: Tensor,
                             layer: int) -> Tensor:
         """Cross-attention [batch, heads, T, S] of decoder ``layer`` when every target

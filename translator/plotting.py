@@ -20,7 +20,6 @@ import matplotlib
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from translator import corpus
 from translator.alignment import (
     EOS_LABEL,
     WordAlignment,
@@ -30,7 +29,6 @@ from translator.alignment import (
     select_attention,
 )
 from translator.errors import TranslatorError
-from translator.translate import Translation, Translator
 
 FORMATS = (".png", ".svg")
 COLOUR_MAP = "Blues"
@@ -223,55 +221,6 @@ def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_piece
         layer=resolve_layer(layer, attention.size(0)),
         heads=heads or list(range(attention.size(1))),
         **extra, all_heads=all_heads_as_words(attention, source_pieces, target_pieces)))
-    return paths
-
-
-def showcase_direction(direction: str) -> str:
-    """The direction the showcase is drawn in: the model's, and hi-en for a model of both
-    directions (so that its heatmaps compare with those of a hi-en run)."""
-    return "hi-en" if direction == "both" else direction
-
-
-def showcase_sources(direction: str) -> list[tuple[str, str]]:
-    """The showcase sentences (`translator.corpus.SHOWCASE`) as (source, reference) for a model
-    that translates ``direction``: the Hindi side is the source for hi-en (and both); for en-hi
-    the English side is, so the seeds' own English sentences ("The mechanic fixed the scooter
-    ...", "UPI payment failed ...") are what an English→Hindi model is shown."""
-    if direction not in ("hi-en", "en-hi", "both"):
-        raise ValueError(f"direction must be hi-en, en-hi or both, not {direction!r}")
-    return [(hindi, english) if showcase_direction(direction) == "hi-en" else (english, hindi)
-            for hindi, english in corpus.SHOWCASE]
-
-
-def translate_showcase(translator: Translator, beam_size: int = 1
-                       ) -> list[tuple[str, str, Translation]]:
-    """(source, reference, translation with its attention) of each showcase sentence in the
-    translator's direction (`showcase_direction`), each translated on its own."""
-    language = "en" if translator.direction == "both" else None  # hi→en, asked for by name
-    return [(source, reference,
-             translator.translate([source], beam_size=beam_size, need_attention=True,
-                                  target_language=language)[0])
-            for source, reference in showcase_sources(translator.direction)]
-
-
-def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path, beam_size: int = 1,
-                           showcase: list[tuple[str, str, Translation]] | None = None
-                           ) -> list[Path]:
-    """Draw each showcase sentence's set (`draw_attention`) into ``out_dir`` as showcase-1.*,
-    showcase-2.*, ...: the sentences of `translate_showcase` (the Hindi side for hi-en and
-    both, the English side for en-hi), or ``showcase``, its result, when the caller already
-    has it.
-    Returns the files written."""
-    if showcase is None:
-        showcase = translate_showcase(translator, beam_size)
-    paths = []
-    for number, (source, reference, result) in enumerate(showcase, start=1):
-        paths += draw_attention(result.attention, result.source_pieces, result.target_pieces,
-                                out_dir, f"showcase-{number}", source=source,
-                                translation=result.text, reference=reference,
-                                direction=showcase_direction(translator.direction),
-                                beam_size=beam_size,
-                                full_context=translator.config.train.alignment_full_context)
     return paths
 
 

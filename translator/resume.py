@@ -1,7 +1,8 @@
 """What `--resume` keeps: the checkpoint fixes the model's shape, the tokenizer, the data
 (source, direction, files, filters) and the training recipe (optimiser, schedule, batches,
-seed). A resume may change only how much longer and where it trains and how it validates and
-reports: the train keys in `MAY_CHANGE`. `check_resume` refuses any other change by name.
+seed). A resume may change only how much longer and where it trains, how it validates and
+reports (the train keys in `MAY_CHANGE`) and how it searches (every key of search:).
+`check_resume` refuses any other change by name.
 
     check_resume(RunDir(path).read_config(), config_with_overrides, path)
 """
@@ -28,10 +29,6 @@ MAY_CHANGE = (
     "eval_samples",
     "patience",  # early stopping: validations without improvement, counted from the start
     "average_last",  # how many of the last validations to average at the end
-    "test_beam_size",  # the final test score's beam
-    "no_repeat_ngram",  # and what searches may not repeat
-    "no_doubled_words",
-    "length_penalty",
     "heatmaps",  # the showcase heatmaps at the end
 )
 
@@ -70,6 +67,8 @@ def changed_keys(saved: Config | dict[str, Any], config: Config
     after = config_to_dict(config)
     changes = []
     for section, values in after.items():
+        if section == "search":  # how translations are searched is no part of the weights
+            continue
         old_section = before.get(section) or {}
         for key, value in values.items():
             if section == "train" and key in MAY_CHANGE:

@@ -15,12 +15,14 @@ EOS row of attention.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from translator.batching import source_tensor
+from translator.config import SearchConfig
 from translator.model import Transformer
 
 
@@ -104,6 +106,17 @@ class RepetitionBans:
 
     no_repeat_ngram: int = 0
     word_starts: Tensor | None = None
+
+    @classmethod
+    def of(cls, search: SearchConfig, target_pieces: Sequence[str]) -> RepetitionBans | None:
+        """The bans ``search`` asks for, for a target vocabulary of ``target_pieces`` (id →
+        piece); None when it asks for none."""
+        if not search.no_repeat_ngram and not search.no_doubled_words:
+            return None
+        word_starts = None
+        if search.no_doubled_words:
+            word_starts = torch.tensor([piece.startswith("▁") for piece in target_pieces])
+        return cls(search.no_repeat_ngram, word_starts)
 
     def apply(self, log_probs: Tensor, generated: Tensor) -> Tensor:
         log_probs = ban_repeated_ngrams(log_probs, generated, self.no_repeat_ngram)
@@ -318,29 +331,29 @@ def search_in_batches(
     pad_id: int,
     bos_id: int,
     eos_id: int,
-    beam_size: int = 1,
-    n_best: int = 1,
+    search: SearchConfig,
     batch_size: int = 64,
     need_attention: bool = False,
     bans: RepetitionBans | None = None,
-    length_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
-    """Search sentences of source ids (without EOS) in batches of similar length, greedy for
-    beam size 1, else beam search (GNMT's α = ``length_penalty``); the n-best lists come back
-    in the order of ``sources``."""
+    """Search sentences of source ids (without EOS) in batches of similar length as ``search``
+    says: greedy for beam size 1, else beam search; ``bans`` (`RepetitionBans.of`) holds what
+    no hypothesis may repeat. The n-best lists come back in the order of ``sources``."""
     device = next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
+    limits = {"max_length_ratio": search.max_length_ratio,
+              "max_length_extra": search.max_length_extra}
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         source = source_tensor([sources[i] for i in chunk], pad_id, eos_id).to(device)
-        if beam_size == 1:
-            found = [[h] for h in greedy_search(model, source, bos_id, eos_id,
-                                                need_attention=need_attention,
-                                                bans=bans)]
+        if search.beam_size == 1:
+            found = [[h] for h in greedy_search(model, source, bos_id, eos_id, **limits,
+                                                need_attention=need_attention, bans=bans)]
         else:
-            found = beam_search(model, source, bos_id, eos_id, beam_size, n_best,
-                                length_penalty, need_attention=need_attention, bans=bans)
+            found = beam_search(model, source, bos_id, eos_id, search.beam_size, search.n_best,
+                                search.length_penalty, **limits,
+                                need_attention=need_attention, bans=bans)
         for i, nbest in zip(chunk, found):
             results[i] = nbest
     return results

@@ -3,7 +3,7 @@
 One shared model (joint) or one per language. Byte fallback is always on, so any character,
 even one never seen in training, encodes to byte pieces and decodes back exactly; the unknown
 id is never produced. Special ids are fixed: pad=0, unk=1, bos=2, eos=3. A tokenizer for
-data.direction=both also knows the target-language tags (`data.TAGS`) as pieces of their own:
+data.direction=both also knows the target-language tags (`direction.TAGS`) as pieces of their own:
 a source text "<2en> ..." encodes to the tag's id followed by the ids of the rest.
 """
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import sentencepiece as spm
 
 from translator.config import TokenizerConfig
-from translator.data import TAGS, normalize, split_tag
+from translator.data import normalize
+from translator.direction import TAGS, split_tag
 from translator.errors import TranslatorError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -134,7 +135,7 @@ class Tokenizer:
         tags: Sequence[str] = (),
     ) -> Tokenizer:
         """Train on the texts (train split only!) and save the result in `out_dir`. ``tags``
-        (`data.TAGS` for data.direction=both) become source pieces of their own."""
+        (`direction.TAGS` for data.direction=both) become source pieces of their own."""
         if cfg.model_type not in MODEL_TYPES:
             raise TokenizerError(
                 f"Unknown tokenizer.model_type '{cfg.model_type}'; use unigram or bpe."

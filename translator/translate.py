@@ -12,7 +12,12 @@ them (greedy or beam, batched by length) and turns the hypotheses back into text
 for, the cross-attention of the output that was chosen (every layer and head), ready for
 `translator.alignment` and `translator.plotting`.
 
-A model of both directions (data.direction=both; its tokenizer knows the tags of `data.TAGS`)
+How to search is one object, the run's `SearchConfig` (search: in its config): beam size,
+n-best, length penalty, repetition bans and length limit travel together from the config (or
+a command's flags) through `Translator` and `translate` to `translator.search`.
+
+A model of both directions (data.direction=both; its tokenizer knows the tags of
+`direction.TAGS`)
 is told which language to write by a tag before the source pieces, put there by `translate`
 alone: the language asked for (``target_language``, ``--to``), else a tag the text starts
 with, else the one the script suggests (mostly Devanagari: English; otherwise Hindi). The tag
@@ -34,9 +39,10 @@ from torch import Tensor
 
 from translator.batching import source_tensor
 from translator.checkpoint import load_checkpoint
-from translator.config import Config, ModelConfig, TrainConfig
-from translator.data import TAGS, normalize, split_tag
+from translator.config import Config, ModelConfig, SearchConfig
+from translator.data import normalize
 from translator.device import resolve_device
+from translator.direction import LANGUAGE_NAMES, TAGS, Direction, split_tag
 from translator.errors import TranslatorError
 from translator.model import Transformer
 from translator.run_dir import RunDir
@@ -48,7 +54,6 @@ DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 # split into parts may take: 2^26 floats, 256 MB; a longer input is translated without it
 MAX_ATTENTION_CELLS = 2**26
 SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
-LANGUAGE_NAMES = {"hi": "Hindi", "en": "English"}
 
 
 class TranslateError(TranslatorError):
@@ -142,7 +147,7 @@ def script_warning(text: str, direction: str, target_language: str | None = None
     devanagari = devanagari_share(text)
     if devanagari is None:
         return None
-    if direction == "both":
+    if Direction(direction).both:
         if target_language is None:
             return None
         source = "Hindi" if target_language == "en" else "English"
@@ -241,7 +246,8 @@ def check_target_language(target_language: str | None, tokenizer: Tokenizer,
                           direction: str | None) -> None:
     """Refuse a ``target_language`` that is no language of this tool, or that a model of one
     ``direction`` (None: not checked) does not write."""
-    if direction == "both" and not tokenizer.tags:
+    direction = Direction(direction) if direction is not None else None
+    if direction is not None and direction.both and not tokenizer.tags:
         raise TranslateError("the run was trained with data.direction=both but its tokenizer "
                              "has no language tags; use the run folder it came from")
     if target_language is None:
@@ -251,10 +257,11 @@ def check_target_language(target_language: str | None, tokenizer: Tokenizer,
                              "or hi (Hindi)")
     if tokenizer.tags or direction is None or direction.endswith(target_language):
         return
-    source, target = (LANGUAGE_NAMES[side] for side in direction.split("-"))
+    source = LANGUAGE_NAMES[direction.source_language]
+    target = LANGUAGE_NAMES[direction.target_language]
     raise TranslateError(f"this model translates {source} to {target} only, so it cannot "
                          f"translate into {LANGUAGE_NAMES[target_language]}; use a model trained "
-                         f"with data.direction=both or {direction[3:]}-{direction[:2]}")
+                         f"with data.direction=both or {direction.reversed()}")
 
 
 def target_and_body(text: str, tokenizer: Tokenizer, target_language: str | None
@@ -271,45 +278,34 @@ def target_and_body(text: str, tokenizer: Tokenizer, target_language: str | None
     return language_from_script(body), body, False
 
 
-def repetition_bans(tokenizer: Tokenizer, cfg: TrainConfig) -> RepetitionBans | None:
-    """The repetitions a run's searches refuse (``train.no_repeat_ngram``,
-    ``train.no_doubled_words``), or None when it refuses none."""
-    if not cfg.no_repeat_ngram and not cfg.no_doubled_words:
-        return None
-    word_starts = None
-    if cfg.no_doubled_words:
-        pieces = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
-        word_starts = torch.tensor([piece.startswith("▁") for piece in pieces])
-    return RepetitionBans(cfg.no_repeat_ngram, word_starts)
+def max_source_pieces(model: Transformer, tokenizer: Tokenizer) -> int:
+    """The longest source the model reads in one part, in pieces: its EOS takes one position,
+    and so does the tag of a model of both directions."""
+    return model.config.max_positions - 1 - bool(tokenizer.tags)
 
 
 def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
-              direction: str | None = None, beam_size: int = 5, n_best: int = 1,
+              search: SearchConfig | None = None, direction: str | None = None,
               batch_size: int = 32, need_attention: bool = True,
-              target_language: str | None = None, bans: RepetitionBans | None = None,
-              full_context_attention: bool = False, length_penalty: float = 1.0
+              target_language: str | None = None, full_context_attention: bool = False
               ) -> list[Translation]:
-    """Translate ``texts`` with ``model`` (one Translation each, in order). Beam size 1 is
-    greedy search; ``n_best`` > 1 fills each result's ``nbest``. Sentences are searched in
-    batches of ``batch_size`` of similar length, on the model's device. An empty text gives
-    an empty Translation; text longer than the model can read is split into parts translated
-    one by one, and text in the wrong script for ``direction`` ("hi-en", "en-hi" or "both";
-    None: not checked) is translated anyway; both get a warning. A model of both directions
-    writes ``target_language`` ("en" or "hi"; None: see `target_and_body`), for a model of
-    one direction it may only name that direction's target. ``bans``: repetitions no
-    hypothesis may hold (`repetition_bans`; None: none); ``length_penalty`` is beam search's
-    GNMT α (`translator.search.beam_search`). ``full_context_attention`` returns,
-    instead of the attention of the search, that of a pass over the finished translation
-    without the causal mask (`Transformer.alignment_attention`): the view a run trained with
+    """Translate ``texts`` with ``model`` (one Translation each, in order), searching as
+    ``search`` says (None: `SearchConfig`'s defaults): beam size 1 is greedy search, n-best > 1
+    fills each result's ``nbest``, its bans and length penalty as in `translator.search`.
+    Sentences are searched in batches of ``batch_size`` of similar length, on the model's
+    device. An empty text gives an empty Translation; text longer than the model can read is
+    split into parts translated one by one, and text in the wrong script for ``direction``
+    ("hi-en", "en-hi" or "both"; None: not checked) is translated anyway; both get a warning.
+    A model of both directions writes ``target_language`` (else the language a leading tag or
+    the script suggests). ``full_context_attention`` returns, instead of the attention of the
+    search, that of a pass over the finished translation without the causal mask
+    (`Transformer.alignment_attention`): the view a run trained with
     ``train.alignment_full_context`` aligns in."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
-    if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise TranslateError(f"beam size {beam_size} and n-best {n_best} don't fit: "
-                             "both must be at least 1 and n-best at most the beam size")
+    search = search or SearchConfig()
     check_target_language(target_language, tokenizer, direction)
-    # the source EOS takes one position, and so does a tag
-    limit = model.config.max_positions - 1 - bool(tokenizer.tags)
+    limit = max_source_pieces(model, tokenizer)
     requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
     warnings: list[list[str]] = [[] for _ in texts]
     languages: list[str | None] = []
@@ -320,24 +316,25 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         tag = tokenizer.tag_ids(language)
         requests += [(i, tag + part) for part in parts]
         languages.append(language)
-    tok = tokenizer
+    vocabulary = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
+    bans = RepetitionBans.of(search, vocabulary)
     with evaluating(model):
-        hypotheses = search_in_batches(model, [ids for _, ids in requests], tok.pad_id,
-                                       tok.bos_id, tok.eos_id, beam_size, n_best, batch_size,
-                                       need_attention, bans, length_penalty)
+        hypotheses = search_in_batches(model, [ids for _, ids in requests], tokenizer.pad_id,
+                                       tokenizer.bos_id, tokenizer.eos_id, search, batch_size,
+                                       need_attention, bans)
         if need_attention and full_context_attention:
             for (_, ids), nbest in zip(requests, hypotheses):
-                _full_context_attention(model, tok, ids, nbest)
+                _full_context_attention(model, tokenizer, ids, nbest)
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
-        parts_of[i].append(_translation(texts[i], ids, nbest, n_best, warnings[i], tokenizer,
-                                        languages[i]))
+        parts_of[i].append(_translation(texts[i], ids, nbest, search.n_best, warnings[i],
+                                        tokenizer, languages[i]))
     results = []
     for text, parts, text_warnings, language in zip(texts, parts_of, warnings, languages):
         if not parts:  # an empty input: one empty translation (the n-best list's only one)
             empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings,
                                 target_language=language)
-            empty.nbest = [dataclasses.replace(empty)] if n_best > 1 else []
+            empty.nbest = [dataclasses.replace(empty)] if search.n_best > 1 else []
             results.append(empty)
         elif len(parts) == 1:
             results.append(parts[0])
@@ -376,9 +373,8 @@ def _full_context_attention(model: Transformer, tokenizer: Tokenizer, source_ids
     memory, source_mask = model.encode(source)
     for hypothesis in hypotheses:
         target_input = torch.tensor([[tokenizer.bos_id, *hypothesis.tokens]], device=device)
-        out = model.decode(target_input, memory, source_mask, need_weights=True,
-                           full_context=True)
-        hypothesis.cross_attention = torch.stack(out.cross_attention, 1)[0].float().cpu()
+        attention = model.forced_attention(target_input, memory, source_mask, full_context=True)
+        hypothesis.cross_attention = attention[0].float().cpu()
 
 
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
@@ -411,14 +407,15 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
 
 
 class Translator:
-    """A model, its tokenizer and its config, ready to translate lists of sentences."""
+    """A model, its tokenizer and its config, ready to translate lists of sentences as the
+    run's search: section says (`set_search` changes it)."""
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, config: Config,
                  device: str | torch.device = "cpu") -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
-        self.direction = config.data.direction  # "hi-en", "en-hi" or "both"
+        self.direction = Direction(config.data.direction)
         self.run_dir: RunDir | None = None  # set by from_run
         self.device = torch.device("cpu")
         self.to(device)
@@ -451,45 +448,39 @@ class Translator:
         return self
 
     @property
-    def max_source_pieces(self) -> int:
-        """The longest source the model can read, in pieces (its EOS takes one position, and
-        so does the tag of a model of both directions)."""
-        return self.model.config.max_positions - 1 - bool(self.tokenizer.tags)
+    def search(self) -> SearchConfig:
+        return self.config.search
 
-    def set_search(self, no_repeat_ngram: int | None = None,
-                   no_doubled_words: bool | None = None, length_penalty: float | None = None
-                   ) -> None:
-        """Change how this translator searches: what it refuses to repeat and beam search's
-        length penalty (None keeps the run's ``train.no_repeat_ngram``,
-        ``train.no_doubled_words``, ``train.length_penalty``)."""
-        if no_repeat_ngram is not None and no_repeat_ngram < 0:
-            raise TranslateError(f"--no-repeat-ngram must be 0 (off) or more, not "
-                                 f"{no_repeat_ngram}")
-        if length_penalty is not None and length_penalty < 0:
-            raise TranslateError(f"--length-penalty must be 0 (no penalty) or more, not "
-                                 f"{length_penalty}")
-        changes = {"no_repeat_ngram": no_repeat_ngram, "no_doubled_words": no_doubled_words,
-                   "length_penalty": length_penalty}
-        cfg = dataclasses.replace(self.config.train,
-                                  **{k: v for k, v in changes.items() if v is not None})
-        self.config = dataclasses.replace(self.config, train=cfg)
-
-    @property
-    def bans(self) -> RepetitionBans | None:
-        """What this translator's searches refuse to repeat, from its config (`set_search`)."""
-        return repetition_bans(self.tokenizer, self.config.train)
+    def set_search(self, **changes: Any) -> None:
+        """Change how this translator searches: any `SearchConfig` key (``beam_size=1``,
+        ``length_penalty=2.2``, ...); a value that does not fit is one sentence."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(SearchConfig)}
+        if unknown:
+            raise TranslateError(f"unknown search setting {sorted(unknown)[0]!r}; the settings "
+                                 f"are those of SearchConfig")
+        try:
+            search = dataclasses.replace(self.config.search, **changes)
+        except ValueError as error:
+            raise TranslateError(f"search: {error}") from None
+        self.config = dataclasses.replace(self.config, search=search)
 
     def check_target_language(self, target_language: str | None) -> None:
         """Refuse a target language this model does not write (`check_target_language`)."""
         check_target_language(target_language, self.tokenizer, self.direction)
 
-    def translate(self, texts: list[str], beam_size: int = 5, n_best: int = 1,
-                  batch_size: int = 32, need_attention: bool = True,
-                  target_language: str | None = None) -> list[Translation]:
-        """`translate` with this run's model, tokenizer and direction; ``target_language``
-        ("en" or "hi") tells a model of both directions which language to write (None: the
-        one a tag at the start of a text, or else its script, suggests)."""
-        return translate(self.model, self.tokenizer, texts, self.direction, beam_size, n_best,
-                         batch_size, need_attention, target_language, self.bans,
-                         self.config.train.alignment_full_context,
-                         self.config.train.length_penalty)
+    def translate(self, texts: list[str], need_attention: bool = True,
+                  target_language: str | None = None, batch_size: int = 32,
+                  **search: Any) -> list[Translation]:
+        """`translate` with this run's model, tokenizer, direction and search settings, any
+        of which a keyword changes for this call only (``beam_size=1``, ``n_best=3``, ...);
+        ``target_language`` ("en" or "hi") tells a model of both directions which language
+        to write (None: the one a tag at the start of a text, or else its script,
+        suggests)."""
+        settings = self.config.search
+        if search:
+            before = self.config
+            self.set_search(**search)
+            settings, self.config = self.config.search, before
+        return translate(self.model, self.tokenizer, texts, settings, self.direction,
+                         batch_size, need_attention, target_language,
+                         self.config.train.alignment_full_context)

@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 from translator.errors import TranslatorError
+from translator.lines import read_lines
 from translator.links import Link, read_pharaoh, word_counts
 
 CORPUS_DIR = Path(__file__).resolve().parent
@@ -38,17 +39,12 @@ SHOWCASE_WORDS_EN = ["mechanic", "scooter", "petrol", "leaking", "UPI", "payment
 
 
 def read_split(split: str, directory: Path = CORPUS_DIR) -> list[tuple[str, str, str]]:
-    """(hindi, english, domain) triples of one split.
-
-    Only '\\n' ends a line, as in translator.data: str.splitlines (and text-mode reading) would
-    also split at U+2028, U+0085 or a lone '\\r', and misalign the split with its links."""
+    """(hindi, english, domain) triples of one split (`translator.lines`: only '\\n' ends a
+    line, so that the split stays aligned with its links)."""
     path = directory / f"{split}.tsv"
-    lines = path.read_bytes().decode("utf-8").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final line ending
     rows = []
-    for number, line in enumerate(lines, start=1):
-        fields = line.rstrip("\r").split("\t")
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
         if len(fields) != 3:
             raise TranslatorError(f"{path} line {number} has {len(fields)} fields; each line "
                                   "must be hindi<TAB>english<TAB>domain")

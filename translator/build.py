@@ -1,0 +1,171 @@
+"""Building a run: everything the training loop needs before its first step, in order:
+processes and device, seeds and logging, the prepared data (translator.encoded), the
+tokenizer, guided-alignment targets, the model, the optimiser and the batches.
+
+    run = build_run(config, RunDir.new("runs"))   # the caller's config is left as it was
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from translator.batching import Batch, TokenBatchSampler, alignment_targets
+from translator.config import Config, ModelConfig, TrainConfig
+from translator.data import Pair, WordLinks, load_train_links
+from translator.device import resolve_device, resolve_precision
+from translator.direction import Direction, split_tag
+from translator.distributed import from_main_process, init_distributed
+from translator.encoded import EncodedCorpus, prepare_data
+from translator.links import Link, LinksError, piece_links, swap
+from translator.model import Transformer
+from translator.recipe import Budget, build_optimizer
+from translator.reporting import log, setup_logging
+from translator.run_dir import RunDir
+from translator.tokenizer import Tokenizer, piece_words
+
+# ---------------------------------------------------------------- encoded data
+
+
+@dataclass
+class EncodedSplit:
+    pairs: Sequence[Pair]
+    ids: EncodedCorpus  # the pairs' token ids, as arrays (translator.encoded)
+    # per pair, (source piece, target piece) links for guided alignment, or None
+    piece_links: list[list[Link] | None] | None = None
+
+    @property
+    def source_ids(self) -> Sequence[list[int]]:
+        return self.ids.source_ids
+
+    @property
+    def target_ids(self) -> Sequence[list[int]]:
+        return self.ids.target_ids
+
+    def lengths(self) -> np.ndarray:
+        return self.ids.lengths()
+
+    def batch(self, indices: list[int], tokenizer: Tokenizer, device: torch.device) -> Batch:
+        batch = self.ids.batch(indices, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        if self.piece_links is not None:
+            batch.alignment = alignment_targets([self.piece_links[i] for i in indices],
+                                                batch.target_output.size(1), batch.source.size(1))
+        return batch.to(device)
+
+
+def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer, links: WordLinks,
+                     direction: str) -> list[list[Link] | None]:
+    """Each pair's word links (Hindi-first, looked up by its text) as (source piece, target
+    piece) links of its encoded ids; None for pairs without links or whose links do not fit
+    the pieces (a sentence cut at max_positions). For direction "both" a source's tag is its
+    first piece, so its words' pieces stand one further on, and an en→hi pair takes the
+    swapped links of its hi→en twin."""
+    direction = Direction(direction)
+    found: list[list[Link] | None] = []
+    for pair, source_ids, target_ids in zip(split.pairs, split.source_ids, split.target_ids):
+        language, source = split_tag(pair.source) if direction.both else (None, pair.source)
+        hindi_first = direction.hindi_first(language)
+        key = (source, pair.target) if hindi_first else (pair.target, source)
+        word_links = links.get(key)
+        if not word_links:
+            found.append(None)
+            continue
+        tag = int(language is not None)  # the tag's piece, before the words' pieces
+        _, source_word = piece_words(tokenizer.source_pieces(source_ids[tag:]))
+        _, target_word = piece_words(tokenizer.target_pieces(target_ids))
+        try:
+            pieces = piece_links(word_links if hindi_first else swap(word_links),
+                                 source_word, target_word)
+        except LinksError:
+            found.append(None)
+            continue
+        found.append([(source_piece + tag, target_piece) for source_piece, target_piece
+                      in pieces])
+    return found
+
+
+# ---------------------------------------------------------------- building a run
+
+
+@dataclass
+class Run:
+    """Everything the loop needs, built before its first step."""
+
+    config: Config  # the resolved config: the model section completed from the tokenizer
+    run_dir: RunDir
+    rank: int
+    world_size: int
+    device: torch.device
+    precision: str  # fp32, bf16 or fp16, as resolved for the device
+    splits: dict[str, Sequence[Pair]]  # the clean pairs (train read from the cache if asked)
+    tokenizer: Tokenizer
+    train_data: EncodedSplit
+    dev_data: EncodedSplit
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    sampler: TokenBatchSampler
+    budget: Budget  # steps and seconds spent; the linear schedule reads it
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConfig:
+    """A copy of ``model`` with what the tokenizer decides: vocabulary sizes, the pad id and
+    whether the embeddings can be shared (only with one joint vocabulary)."""
+    return dataclasses.replace(model, source_vocab_size=tokenizer.source_vocab_size,
+                               target_vocab_size=tokenizer.target_vocab_size,
+                               pad_id=tokenizer.pad_id,
+                               share_embeddings=model.share_embeddings and tokenizer.joint)
+
+
+def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
+    """Processes, device, seeds, logging, data, tokenizer, model, optimiser and batches for
+    ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``)."""
+    rank, world_size = init_distributed()
+    cfg = config.train
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    if rank == 0:
+        run_dir.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(run_dir if rank == 0 else None)
+    # clean splits, tokenizer (trained on rank 0 of a new run) and token ids, from the cache
+    prepared = prepare_data(config, run_dir.tokenizer_dir, resume, rank)
+    log.info("data: %s", prepared.summary().replace("\n", "; "))
+    tokenizer = prepared.tokenizer
+    config = dataclasses.replace(config, model=resolved_model_config(config.model, tokenizer))
+    train_data = EncodedSplit(prepared.train_pairs, prepared.train)
+    dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
+    if cfg.alignment_weight > 0:
+        train_data.piece_links = pair_piece_links(train_data, tokenizer,
+                                                  load_train_links(config.data),
+                                                  config.data.direction)
+        linked = sum(links is not None for links in train_data.piece_links)
+        log.info("guided alignment: word links for %d of %d training pairs", linked,
+                 len(train_data.pairs))
+    model = Transformer(config.model).to(device)
+    budget = Budget(cfg)
+    optimizer, scheduler = build_optimizer(model, cfg, budget)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
+                                num_shards=world_size, shard_index=rank)
+    return Run(config, run_dir, rank, world_size, device, precision, prepared.splits, tokenizer,
+               train_data, dev_data, model, optimizer, scheduler, scaler, sampler, budget)
+
+
+def new_run_dir(cfg: TrainConfig, rank: int) -> RunDir:
+    """Rank 0 names (and checks) a new run folder; every process writes into that one."""
+    run_dir = RunDir.new(cfg.output_dir, cfg.run_name, cfg.overwrite) if rank == 0 else None
+    return from_main_process(run_dir)

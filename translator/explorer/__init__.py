@@ -1,0 +1,276 @@
+"""The attention explorer: one self-contained HTML page to poke at a translation's
+cross-attention in a browser, opened from disk, with no server and no network.
+
+The page holds its data as inline JSON: the word-level matrices of every decoder layer and head
+(and of each layer's mean of heads), merged from pieces to words by
+`translator.alignment.merge_to_words` exactly as the PNG and JSON heatmaps are (EOS dropped,
+rows renormalised), rounded to 4 decimals as in the JSON, and the hard links of each view
+(`translator.alignment.hard_links`: the brightest source word of each target word). A script
+in plain JavaScript, drawing SVG, shows:
+
+- the source, the translation (and a reference, when given) in full;
+- a layer selector and a head selector (each head, or the mean of heads); the default view is
+  the project's (`translator.alignment.DEFAULT_LAYER`, mean of heads);
+- Bahdanau's picture (soft weights: source words across the top, output words down the side)
+  and the hard links, side by side; hovering an output word lights its row and the source words
+  it drew on, hovering a source word the reverse; each cell's weight shows on hover;
+- the view can be set from the URL: ``#layer=1&head=3`` (``head=mean`` for the mean),
+  ``&word=t2`` (output word 2) or ``&word=s0`` (source word 0) to light a word,
+  ``&numbers=1`` to write the weights in the cells.
+
+Devanagari is drawn with Noto Sans Devanagari (the `fontpkg_noto_sans_devanagari` package),
+embedded as a WOFF web font subset to the characters on the page, its shaping tables kept, so
+conjuncts come out right on machines that have no Devanagari font. A strict
+Content-Security-Policy (scripts and styles by hash, fonts only from the page itself, nothing
+else) keeps the page from reaching the network. The page writes what went wrong (script
+errors, blocked requests) and every resource it loaded into ``<pre id="diagnostics">``, so a
+headless browser can check it (``chromium --headless --dump-dom page.html``).
+
+The page's script and style are files of this package, beside this module (explorer.js,
+diagnostics.js, explorer.css), read once and inlined into every page written, which stays one
+self-contained file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from translator.alignment import (
+    AlignmentError,
+    describe_view,
+    hard_links,
+    merge_to_words,
+    resolve_layer,
+    select_attention,
+)
+
+SUFFIXES = (".html", ".htm")
+FONT_FAMILY = "Explorer Noto Sans Devanagari"
+# Noto Sans Devanagari is a variable font (weight 100–900, width 62.5–100); the page uses one
+# static instance, which keeps the embedded subset near 20 KB.
+FONT_INSTANCE = {"wght": 400, "wdth": 100}
+# Characters the page's own labels and tooltips use, on top of the sentences' own.
+UI_TEXT = ("0123456789.,:;–—←→·%()[]/<>‘’'\"#=&?!- abcdefghijklmnopqrstuvwxyz"
+           "ABCDEFGHIJKLMNOPQRSTUVWXYZ\u25cc\u200c\u200d")
+DATA_ID = "explorer-data"
+_HERE = Path(__file__).resolve().parent
+_DATA_SCRIPT = re.compile(rf'<script type="application/json" id="{DATA_ID}">(.*?)</script>',
+                          re.DOTALL)
+
+
+# ---------------------------------------------------------------- the data
+
+
+def _rounded(weights: Tensor) -> list[list[float]]:
+    """4 decimals, as `WordAlignment.to_dict` writes the JSON."""
+    return [[round(float(w), 4) for w in row] for row in weights]
+
+
+def _view(matrix: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str]
+          ) -> tuple[list[list[float]], list[list[int]], list[float]]:
+    """One view's word-level weights (EOS dropped), hard links, and each output word's share of
+    attention that went to the source EOS (before the EOS column was dropped)."""
+    words = merge_to_words(matrix, source_pieces, target_pieces)
+    kept = merge_to_words(matrix, source_pieces, target_pieces, eos="keep")
+    eos_share = [round(float(w), 4) for w in kept.weights[: len(words.target_words), -1]]
+    links = [[i, j] for i, j in hard_links(words.weights)]
+    return _rounded(words.weights), links, eos_share
+
+
+def explorer_data(
+    attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
+    source_text: str, translation_text: str, title: str = "cross-attention explorer",
+    reference: str | None = None, layer: int | None = None, heads: list[int] | None = None,
+    full_context: bool = False,
+) -> dict[str, Any]:
+    """Everything the page shows, as JSON-ready data (``full_context``: the titles say the
+    attention is the full-context pass's).
+
+    ``attention`` is [layers, heads, T+1, S+1] as a `Translation` carries it (T target pieces
+    plus the EOS step, S source pieces plus the source EOS). ``layer`` (None: the default
+    layer) is the view the page opens on; its "mean" is the mean of ``heads`` (None: all), as
+    in `translator.plotting.draw_attention`. Keys: ``weights``, ``links``, ``eos_share`` and
+    ``titles`` each hold ``{"mean": [per layer], "heads": [per layer][per head]}``.
+    """
+    if attention.dim() != 4:
+        raise AlignmentError(f"attention of shape {tuple(attention.shape)} is not [layers, heads, "
+                             "target steps, source positions]; pass a Translation's attention")
+    num_layers, num_heads = attention.shape[:2]
+    default = resolve_layer(layer, num_layers)
+    mean_heads = list(range(num_heads)) if heads is None else list(heads)
+    first = merge_to_words(attention[0, 0], source_pieces, target_pieces)
+    result: dict[str, Any] = {key: {"mean": [], "heads": []}
+                              for key in ("weights", "links", "eos_share", "titles")}
+    for index in range(num_layers):
+        views = [_view(select_attention(attention, index, mean_heads), source_pieces,
+                       target_pieces)]
+        views += [_view(attention[index, h], source_pieces, target_pieces)
+                  for h in range(num_heads)]
+        titles = [describe_view(attention, index, heads, full_context)]
+        titles += [describe_view(attention, index, [h], full_context) for h in range(num_heads)]
+        for key, values in zip(("weights", "links", "eos_share"), zip(*views)):
+            result[key]["mean"].append(values[0])
+            result[key]["heads"].append(list(values[1:]))
+        result["titles"]["mean"].append(titles[0])
+        result["titles"]["heads"].append(titles[1:])
+    return {"title": title, "source": source_text, "translation": translation_text,
+            "reference": reference, "source_words": first.source_words,
+            "target_words": first.target_words, "layers": num_layers, "heads": num_heads,
+            "mean_heads": mean_heads, "default_layer": default, "eos": "drop", **result}
+
+
+# ---------------------------------------------------------------- the font
+
+
+@cache
+def _font_bytes() -> bytes:
+    import fontpkg_noto_sans_devanagari as noto
+
+    return sorted((noto.ROOT / "files").glob("*.ttf"))[0].read_bytes()
+
+
+def font_face_css(text: str) -> str:
+    """An @font-face rule embedding Noto Sans Devanagari as base64 WOFF, subset to the glyphs
+    ``text`` needs (and what the shaping features reach from them: half forms, conjuncts,
+    vowel-sign variants), with its GSUB/GPOS tables kept."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+    from fontTools.varLib import instancer
+
+    font = TTFont(io.BytesIO(_font_bytes()), recalcTimestamp=False)  # the same bytes each time
+    options = subset.Options()  # its default layout features include the Indic ones
+    options.flavor = "woff"
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text=text)
+    subsetter.subset(font)
+    if "fvar" in font:
+        font = instancer.instantiateVariableFont(font, FONT_INSTANCE)
+    font.flavor = "woff"
+    buffer = io.BytesIO()
+    font.save(buffer)
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'@font-face {{ font-family: "{FONT_FAMILY}"; font-weight: 400; '
+            f'src: url(data:font/woff;base64,{encoded}) format("woff"); }}\n')
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _hash(source: str) -> str:
+    digest = hashlib.sha256(source.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def _lang(text: str) -> str:
+    return "hi" if re.search("[\u0900-\u097f]", text) else "en"
+
+
+def _sentence(label: str, text: str) -> str:
+    return (f'<p><span class="label">{label}</span> '
+            f'<span lang="{_lang(text)}">{html.escape(text)}</span></p>')
+
+
+@cache
+def _asset(name: str) -> str:
+    """One of the page's files (explorer.js, diagnostics.js, explorer.css), as text."""
+    return (_HERE / name).read_text(encoding="utf-8")
+
+
+def explorer_html(data: dict[str, Any]) -> str:
+    """The page for `explorer_data`'s ``data``: one string, everything inline."""
+    text = "".join([data["title"], data["source"], data["translation"],
+                    data["reference"] or "", *data["source_words"], *data["target_words"],
+                    *data["titles"]["mean"], UI_TEXT])
+    style = font_face_css(text) + _asset("explorer.css").replace("FONT_FAMILY", FONT_FAMILY)
+    diagnostics_js, explorer_js = _asset("diagnostics.js"), _asset("explorer.js")
+    # "<" escaped, so no "</script>" or "<!--" inside the data can end the script element
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    policy = (f"default-src 'none'; script-src {_hash(diagnostics_js)} {_hash(explorer_js)}; "
+              f"style-src {_hash(style)}; font-src data:; img-src data:; base-uri 'none'; "
+              "form-action 'none'")
+    sentences = [_sentence("source", data["source"]),
+                 _sentence("translation", data["translation"])]
+    if data["reference"]:
+        sentences.append(_sentence("reference", data["reference"]))
+    title = html.escape(data["title"])
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{policy}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<script>{diagnostics_js}</script>
+<style>{style}</style>
+</head>
+<body>
+<h1>{title}</h1>
+<div class="sentences">
+{chr(10).join(sentences)}
+</div>
+<div class="controls">
+<label>layer <select id="layer"></select></label>
+<label>head <select id="head"></select></label>
+<label><input type="checkbox" id="numbers"> weights in the cells</label>
+<span id="view-title"></span>
+</div>
+<div class="panels">
+<section class="panel">
+<h2>Soft weights (Bahdanau's view)</h2>
+<p class="hint">Each row is an output word; its cells show how it divided its attention over
+the source words (the row sums to 1; the source end-of-sentence token is left out and the rows
+renormalised). Hover a word or a cell.</p>
+<svg id="heatmap" role="img" aria-label="attention heatmap"></svg>
+</section>
+<section class="panel">
+<h2>Hard links</h2>
+<p class="hint">Each output word linked to the source word it drew on most (the brightest cell
+of its row), as scripts/align.py writes them.</p>
+<svg id="links" role="img" aria-label="hard alignment links"></svg>
+</section>
+</div>
+<div id="tooltip" role="tooltip"></div>
+<svg id="measure" aria-hidden="true"></svg>
+<pre id="diagnostics" hidden></pre>
+<script type="application/json" id="{DATA_ID}">{payload}</script>
+<script>{explorer_js}</script>
+</body>
+</html>
+"""
+
+
+def write_explorer(
+    path: str | Path, attention: Tensor, source_pieces: Sequence[str],
+    target_pieces: Sequence[str], source_text: str, translation_text: str,
+    title: str = "cross-attention explorer", reference: str | None = None,
+    layer: int | None = None, heads: list[int] | None = None, full_context: bool = False,
+) -> Path:
+    """Write the explorer page of one translation to ``path`` (.html); see `explorer_data` for
+    the arguments. Returns the path."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"the explorer is an HTML page; end {path} in .html")
+    data = explorer_data(attention, source_pieces, target_pieces, source_text,
+                         translation_text, title, reference, layer, heads, full_context)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(explorer_html(data), encoding="utf-8")
+    return path
+
+
+def read_explorer_data(path: str | Path) -> dict[str, Any]:
+    """The data embedded in an explorer page (the inverse of `explorer_html`)."""
+    match = _DATA_SCRIPT.search(Path(path).read_text(encoding="utf-8"))
+    if match is None:
+        raise AlignmentError(f"{path} holds no explorer data; is it a page write_explorer made?")
+    return json.loads(match.group(1))
