@@ -20,9 +20,10 @@ splits together, in both directions, symmetrised with translator.links.DEFAULT_S
 Building them needs eflomal (``pip install -e '.[align]'``); checking them does not. eflomal
 seeds its sampler from /dev/urandom, so a rebuild gives slightly different links.
 
-The quality gate (--report) lists the train pairs whose word-count ratio or eflomal alignment
-score (its per-sentence cost, both directions, per word) is an outlier: more than 3.5 robust
-standard deviations (median absolute deviation) from the median. A writer re-reads those.
+The quality gate (--report) lists the train pairs whose word-count ratio is an outlier, or
+whose eflomal cost (its per-sentence negative log-probability, both directions, per word) is
+high among pairs of about their length: more than 3.5 robust standard deviations (median
+absolute deviation) from the median. A writer re-reads those.
 """
 
 from __future__ import annotations
@@ -147,22 +148,38 @@ def check() -> int:
     return 0
 
 
-def robust_outliers(values: list[float]) -> list[int]:
+def robust_outliers(values: list[float], groups: list[int] | None = None,
+                    high_only: bool = False) -> list[int]:
     """Indices of the values more than `OUTLIER_DEVIATIONS` robust standard deviations (1.4826
-    × the median absolute deviation) from the median."""
-    median = statistics.median(values)
-    spread = 1.4826 * statistics.median(abs(v - median) for v in values) or 1e-9
-    return [i for i, v in enumerate(values) if abs(v - median) / spread > OUTLIER_DEVIATIONS]
+    × the median absolute deviation) from the median of their group (``groups``: a group
+    number per value; None: one group); ``high_only``: above it only."""
+    groups = groups or [0] * len(values)
+    found = []
+    for group in sorted(set(groups)):
+        members = [i for i, g in enumerate(groups) if g == group]
+        median = statistics.median(values[i] for i in members)
+        spread = 1.4826 * statistics.median(abs(values[i] - median) for i in members) or 1e-9
+        found += [i for i in members if (values[i] - median) / spread > OUTLIER_DEVIATIONS
+                  or (not high_only and (median - values[i]) / spread > OUTLIER_DEVIATIONS)]
+    return sorted(found)
+
+
+def length_group(words: int) -> int:
+    """Pairs of about the same length: eflomal's cost per word falls as sentences grow."""
+    return next(i for i, limit in enumerate((8, 12, 16, 22, 30, 45, 10**9)) if words <= limit)
 
 
 def report(rows: list[tuple[str, str, str]]) -> int:
-    """Print the train pairs whose length ratio or eflomal score is an outlier."""
+    """Print the train pairs whose length ratio is an outlier, or whose eflomal cost per word
+    is high for pairs of their length (words that do not fit each other: a mistranslation,
+    a dropped clause, a typo)."""
     ratios = [math.log(len(h.split()) / len(e.split())) for h, e, _ in rows]
     scores = eflomal_scores([h for h, _, _ in rows], [e for _, e, _ in rows])
-    per_word = [score / (len(h.split()) + len(e.split())) for score, (h, e, _)
-                in zip(scores, rows)]
+    words = [len(h.split()) + len(e.split()) for h, e, _ in rows]
+    per_word = [score / count for score, count in zip(scores, words)]
     found = {"length ratio": robust_outliers(ratios),
-             "eflomal score per word": robust_outliers(per_word)}
+             "eflomal cost per word (for its length)": robust_outliers(
+                 per_word, [length_group(count) for count in words], high_only=True)}
     for reason, indices in found.items():
         print(f"## {len(indices)} pairs whose {reason} is an outlier (of {len(rows)})")
         for i in indices:

@@ -1,6 +1,8 @@
 """The embedded corpus: well-formed, disjoint splits, showcase sentences held out, showcase
 words covered, the data card's numbers current, and word links for every pair."""
 
+import hashlib
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -33,10 +35,45 @@ def splits():
     return {split: read_split(split) for split in SPLITS}
 
 
+# sha256 of the held-out splits as round 1 drew them: every score since is on these bytes
+HELD_OUT_SHA256 = {
+    "dev": "41a981b8b15f1938f523a714d50d811c65dd1b37f00f82e0f634aeb674fdaa63",
+    "test": "cfbc98bda5d0af2378936a10496079b83e2959ceab9109a2c2498df54dbce8fe",
+}
+
+
 def test_split_sizes(splits):
     assert len(splits["dev"]) >= 250 and len(splits["test"]) >= 250
-    assert sum(len(rows) for rows in splits.values()) >= 5000
-    assert len({domain for _, _, domain in splits["train"]}) >= 12
+    assert sum(len(rows) for rows in splits.values()) >= 22000
+    assert len({domain for _, _, domain in splits["train"]}) >= 22
+
+
+@pytest.mark.parametrize("split", sorted(HELD_OUT_SHA256))
+def test_the_held_out_splits_are_byte_for_byte_round_ones(split):
+    data = (CORPUS_DIR / f"{split}.tsv").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == HELD_OUT_SHA256[split]
+
+
+def load_build_corpus():
+    spec = importlib.util.spec_from_file_location("build_corpus",
+                                                  ROOT / "scripts" / "build_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_builder_keeps_held_out_rows_and_refuses_their_sentences_blind_to_case():
+    build = load_build_corpus()
+    held_out = {"dev": [("मैं घर जा रहा हूँ।", "I am going home.", "family")], "test": []}
+    rows = [("मैं घर जा रहा हूँ।", "I am going home.", "family"),  # the dev row itself
+            ("मैं घर जा रहा हूँ", "I'm off home now!", "family"),  # its Hindi, no danda
+            ("वह घर जा रही है।", "i am going home", "family"),  # its English, other case
+            ("मैं स्कूल जा रहा हूँ।", "I am going to school.", "school"),
+            ("मैं स्कूल जा रहा हूँ!", "I'm going to school.", "school"),  # an earlier one's
+            (SHOWCASE[0][0], "Something else entirely.", "travel")]
+    train, refused = build.train_rows(rows, held_out)
+    assert train == [("मैं स्कूल जा रहा हूँ।", "I am going to school.", "school")]
+    assert sum(refused.values()) == 4
 
 
 def test_every_line_is_a_normalised_pair(splits):

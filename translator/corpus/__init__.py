@@ -1,4 +1,4 @@
-"""The embedded Hindi–English corpus: hand-written pairs in 14 domains, shipped with the
+"""The embedded Hindi–English corpus: hand-written pairs in 22 domains, shipped with the
 package as fixed train/dev/test splits (``hindi<TAB>english<TAB>domain``, one pair a line),
 each with its word alignment links (``SPLIT.align``, Pharaoh, Hindi word first; written by
 eflomal through scripts/build_corpus.py).
