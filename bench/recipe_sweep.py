@@ -139,6 +139,21 @@ CURRENT: dict[str, list[str]] = {
         "+both": ["data.direction=both"],
         "+drop0.1": ["model.dropout=0.1"],
     }.items()},
+    # round 7 ("c23k-"): on the 23,683-pair corpus (configs/default.yaml as it is): separate
+    # source and target vocabularies (the target's tied to the output layer), both
+    # directions, width, depth, dropout
+    **{f"c23k-{name}": extra for name, extra in {
+        "default": [],
+        "both": ["data.direction=both"],
+        **{f"sep{s // 1000}k{t // 1000}k": ["tokenizer.joint=false", f"tokenizer.vocab_size={s}",
+                                            f"tokenizer.target_vocab_size={t}",
+                                            "model.share_embeddings=false"]
+           for s, t in ((4000, 2000), (8000, 2000), (4000, 1000), (8000, 4000))},
+        "ff1024": ["model.d_ff=1024"],
+        "layers3": ["model.layers=3"],
+        "drop0.1": ["model.dropout=0.1"],
+        "ls0.2": ["train.label_smoothing=0.2"],
+    }.items()},
     # round 6: on configs/default.yaml as it is (small, λ 0.5); "long40" runs with --minutes 40
     # to find where this recipe levels off
     "long40": [],

@@ -8,9 +8,9 @@ import torch
 from translator.attention import (
     MultiHeadAttention,
     causal_mask,
-    dropout,
     scaled_dot_product_attention,
 )
+from translator.dropout import dropout, dropout_state, seed_dropout, set_dropout_state
 
 Q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 K = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0]])
@@ -119,7 +119,7 @@ def test_heads_must_divide_d_model():
 
 @pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
 def test_cpu_dropout_zeroes_the_share_asked_and_scales_the_rest(p):
-    torch.manual_seed(0)
+    seed_dropout(0)
     x = torch.rand(400, 1000) + 1.0  # no zeros of its own
     x.requires_grad_(True)
     out = dropout(x, p)
@@ -132,3 +132,18 @@ def test_cpu_dropout_zeroes_the_share_asked_and_scales_the_rest(p):
     # each row and column gets its share too: the 16-bit draws are not striped
     assert (zeroed.float().mean(0) - p).abs().max() < 0.1
     assert dropout(x, 0.0) is x
+
+
+def test_the_dropout_stream_follows_its_seed_and_its_saved_state():
+    """A resumed run draws the masks an uninterrupted one would: the stream's state is saved
+    with a checkpoint and restored."""
+    x = torch.ones(64, 64)
+    seed_dropout(3)
+    first = dropout(x, 0.5)
+    state = dropout_state()
+    second = dropout(x, 0.5)
+    seed_dropout(3)
+    assert torch.equal(dropout(x, 0.5), first)  # the same seed, the same masks
+    set_dropout_state(state)
+    assert torch.equal(dropout(x, 0.5), second)  # the saved state, the masks after it
+    assert not torch.equal(first, second)

@@ -7,7 +7,6 @@ import torch
 from translator.device import (
     DeviceError,
     autocast,
-    cpu_supports_bf16,
     resolve_device,
     resolve_precision,
 )
@@ -29,7 +28,7 @@ def test_cuda_without_a_gpu_is_refused():
 
 def test_precision_on_a_cpu():
     cpu = torch.device("cpu")
-    assert resolve_precision("auto", cpu) == ("bf16" if cpu_supports_bf16() else "fp32")
+    assert resolve_precision("auto", cpu) == "fp32"  # measured faster, even with native bf16
     assert resolve_precision("bf16", cpu) == "bf16" and resolve_precision("fp32", cpu) == "fp32"
     with pytest.raises(DeviceError, match="fp16 on a CPU"):
         resolve_precision("fp16", cpu)

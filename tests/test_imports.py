@@ -37,6 +37,7 @@ ORDER = [
     "tokenizer",  # SentencePiece
     "encoded",  # token ids as arrays, and the prepared-data cache
     # the model
+    "dropout",  # inverted dropout from a fast random stream (CPU), its seed and state
     "attention",  # the seeds' four steps, multi-head attention, the KV cache
     "model",  # the Transformer
     "search",  # greedy and beam search

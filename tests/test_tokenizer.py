@@ -5,6 +5,7 @@ import unicodedata
 import pytest
 import sentencepiece as spm
 
+from translator.corpus import read_split
 from translator.data import normalize
 from translator.direction import TAGS
 from translator.tokenizer import Tokenizer, TokenizerConfig, TokenizerError
@@ -83,6 +84,19 @@ def test_separate_models_learn_their_own_language(tmp_path):
     target_pieces = tokenizer.target_pieces(tokenizer.encode_target(hindi))
     assert not any(piece.startswith("<0x") for piece in source_pieces)
     assert any(piece.startswith("<0x") for piece in target_pieces)  # Hindi unseen there
+
+
+def test_separate_models_may_have_vocabularies_of_their_own_size(tmp_path):
+    """tokenizer.target_vocab_size (joint: false): the target's size, vocab_size the source's;
+    saved and loaded with the tokenizer."""
+    rows = read_split("train")[:3000]
+    cfg = TokenizerConfig(vocab_size=1500, joint=False, target_vocab_size=600)
+    tokenizer = Tokenizer.train(cfg, [h for h, _, _ in rows], [e for _, e, _ in rows], tmp_path)
+    assert (tokenizer.source_vocab_size, tokenizer.target_vocab_size) == (1500, 600)
+    loaded = Tokenizer.load(tmp_path)
+    assert (loaded.source_vocab_size, loaded.target_vocab_size) == (1500, 600)
+    with pytest.raises(ValueError, match="needs joint: false"):
+        TokenizerConfig(target_vocab_size=600)
 
 
 def test_joint_model_shares_one_vocabulary(tmp_path):

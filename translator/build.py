@@ -21,6 +21,7 @@ from translator.data import Pair, WordLinks, load_train_links
 from translator.device import resolve_device, resolve_precision
 from translator.direction import Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
+from translator.dropout import seed_dropout
 from translator.encoded import EncodedCorpus, prepare_data
 from translator.links import Link, LinksError, piece_links, swap
 from translator.model import Transformer
@@ -138,6 +139,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     precision = resolve_precision(cfg.precision, device)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
+    seed_dropout(cfg.seed)
     if rank == 0:
         run_dir.checkpoints_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(run_dir if rank == 0 else None)

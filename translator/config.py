@@ -78,6 +78,9 @@ class TokenizerConfig:
     vocab_size: int = 4000  # upper limit: a small corpus may yield fewer pieces
     model_type: str = "unigram"  # "unigram" | "bpe"
     joint: bool = True  # one vocabulary shared by both languages; False: one model per side
+    # with joint: false, the target side's own vocabulary size (vocab_size is then the
+    # source's); None: vocab_size for both
+    target_vocab_size: int | None = None
     character_coverage: float = 1.0  # share of characters given their own piece (rest: bytes)
     # SentencePiece trains on a sample of the train split: this many sentences (both sides of
     # a joint model together; 0: all), picked at random, or the first ones if shuffle is off
@@ -87,6 +90,9 @@ class TokenizerConfig:
     def __post_init__(self) -> None:
         if 0 < self.input_sentence_size <= 100:  # SentencePiece's own limit
             raise ValueError("input_sentence_size must be 0 (all sentences) or above 100")
+        if self.target_vocab_size is not None and self.joint:
+            raise ValueError("target_vocab_size needs joint: false (a joint vocabulary has one "
+                             "size, vocab_size)")
 
 
 @dataclass

@@ -12,14 +12,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from translator.attention import KeyValueCache, MultiHeadAttention, causal_mask, dropout
+from translator.attention import KeyValueCache, MultiHeadAttention, causal_mask
 from translator.config import ModelConfig
+from translator.dropout import dropout
 
 # ---------------------------------------------------------------- embeddings and positions
 
 
 class Dropout(nn.Module):
-    """nn.Dropout with the faster CPU sampling of ``attention.dropout`` (same computation)."""
+    """nn.Dropout with the faster CPU sampling of `translator.dropout` (same computation)."""
 
     def __init__(self, p: float) -> None:
         super().__init__()

@@ -9,6 +9,7 @@ a source text "<2en> ..." encodes to the tag's id followed by the ids of the res
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -143,9 +144,11 @@ class Tokenizer:
         if cfg.joint:
             model = _train_model(cfg, itertools.chain(source_texts, target_texts), tags)
             tokenizer = cls(cfg, model, model)
-        else:  # only sources carry tags
+        else:  # only sources carry tags; the target may have a vocabulary size of its own
+            target_cfg = dataclasses.replace(cfg, vocab_size=cfg.target_vocab_size
+                                             or cfg.vocab_size)
             tokenizer = cls(cfg, _train_model(cfg, source_texts, tags),
-                            _train_model(cfg, target_texts))
+                            _train_model(target_cfg, target_texts))
         tokenizer.save(out_dir)
         return tokenizer
 

@@ -40,6 +40,7 @@ from translator.distributed import (
     mean_over_processes,
 )
 from translator.drawing import draw_curves, draw_showcase
+from translator.dropout import dropout_state, set_dropout_state
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, other_ways
 from translator.recipe import average_weights, batch_loss
@@ -89,7 +90,8 @@ class Trainer:
             "best": self.best,
             "evaluations_without_improvement": self.evaluations_without_improvement,
             "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                    "dropout": dropout_state()},
             "config": config_to_dict(run.config),
             "tokenizer": run.tokenizer.fingerprint(),
         }
@@ -113,6 +115,8 @@ class Trainer:
         self.evaluations_without_improvement = state["evaluations_without_improvement"]
         random.setstate(state["rng"]["python"])
         torch.set_rng_state(state["rng"]["torch"].cpu())
+        if "dropout" in state["rng"]:  # checkpoints before translator.dropout lack it
+            set_dropout_state(state["rng"]["dropout"])
         if torch.cuda.is_available() and state["rng"]["cuda"]:
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
 
