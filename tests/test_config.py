@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from translator.config import ConfigError, load_config
 
@@ -11,8 +12,12 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 @pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml", "iitb.yaml"])
 def test_shipped_configs_load(name):
+    """Every shipped config loads, and each key it writes reaches the config with its value."""
+    written = yaml.safe_load((CONFIGS / name).read_text(encoding="utf-8"))
     config = load_config(CONFIGS / name)
-    assert config.model.heads == 8
+    for section, values in written.items():
+        for key, value in (values or {}).items():
+            assert getattr(getattr(config, section), key) == value, f"{name}: {section}.{key}"
 
 
 def test_iitb_is_transformer_base():

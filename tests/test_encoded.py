@@ -64,7 +64,7 @@ def test_array_corpus_gives_the_batches_of_the_list_corpus(tmp_path, corpus_file
 
     assert len(corpus) == len(pairs)
     assert list(corpus.source_ids) == source_lists and list(corpus.target_ids) == target_lists
-    assert corpus.source(7) == source_lists[7] and corpus.target(-1) == target_lists[-1]
+    assert corpus.source_ids[7] == source_lists[7] and corpus.target_ids[-1] == target_lists[-1]
     assert corpus.lengths().tolist() == [list(pair) for pair in list_lengths]
     assert corpus._source[0].dtype == np.uint16  # 2 bytes a token, not a Python int
     list_sampler = TokenBatchSampler(list_lengths, 300, seed=3)

@@ -21,6 +21,10 @@ a warning, never trusted.
 `EncodedCorpus` holds token ids as one flat array per side and an offsets array (2 bytes a
 token, 4 beyond 65,536 pieces), never as lists of Python ints, and pads a batch of them into
 the same tensors as `batching.make_batch`.
+
+Why one module of ~670 lines: the arrays, the cache entries and the three stages share one
+contract (an entry's key names everything its arrays were made from), which reads best in one
+place; split, each part would need the others to be understood.
 """
 
 from __future__ import annotations
@@ -132,12 +136,6 @@ class EncodedCorpus:
         """[n, 2]: the (source, target) length of each pair as a batch holds it (+ eos, +
         bos), what TokenBatchSampler sorts."""
         return np.stack([np.diff(self._source[1]), np.diff(self._target[1])], axis=1) + 1
-
-    def source(self, index: int) -> list[int]:
-        return self.source_ids[index]
-
-    def target(self, index: int) -> list[int]:
-        return self.target_ids[index]
 
     @property
     def source_ids(self) -> Sequence[list[int]]:

@@ -5,8 +5,9 @@
         print(result.text, result.score)
 
 `translate` is the one decoding path of the package: validation and test scores during
-training, `translate`, `evaluate` and `align` on the command line, the heatmaps and the Python
-API all call it. It encodes the texts, splits any longer than the model can read, searches
+training, the `translate` and `evaluate` commands, the heatmaps and the Python API all call it
+(`align` translates nothing: it reads the attention of given pairs by teacher forcing,
+`translator.alignment`). It encodes the texts, splits any longer than the model can read, searches
 them (greedy or beam, batched by length) and turns the hypotheses back into text. Each
 `Translation` carries the tokens, the score, the subword pieces of both sides and, when asked
 for, the cross-attention of the output that was chosen (every layer and head), ready for
