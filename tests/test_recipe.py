@@ -1,6 +1,7 @@
 """The low-resource recipe's options: schedules, word dropout, checkpoint averaging, attention
 and activation dropout, and guided alignment (its loss, its targets, its links)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,11 +11,12 @@ import torch
 import translator.data as data
 from translator.alignment import hard_links, word_alignment
 from translator.batching import alignment_targets, make_batch
-from translator.build import EncodedSplit, pair_piece_links
-from translator.config import DataConfig, ModelConfig, TrainConfig
-from translator.data import DataError, Pair, load_train_links, normalize
+from translator.build import EncodedSplit, build_run, pair_piece_links
+from translator.config import DataConfig, ModelConfig, TrainConfig, load_config
+from translator.corpus import read_split
+from translator.data import Pair, load_train_links, normalize
 from translator.encoded import EncodedCorpus
-from translator.links import LinksError
+from translator.links import AlignerMissingError, LinksError
 from translator.model import Transformer
 from translator.recipe import (
     Budget,
@@ -25,7 +27,9 @@ from translator.recipe import (
     learning_rate_schedule,
     token_loss,
 )
+from translator.run_dir import RunDir
 
+ROOT = Path(__file__).resolve().parents[1]
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
@@ -216,16 +220,31 @@ def test_links_from_a_users_pharaoh_file(tmp_path):
         load_train_links(cfg)
 
 
-def test_links_without_a_file_or_eflomal_is_one_clear_error(tmp_path, monkeypatch):
+def test_without_eflomal_a_users_data_trains_unguided_and_says_so(tmp_path, monkeypatch,
+                                                                  capsys):
+    """The README's own-data path with the default recipe (guided alignment on) and no
+    eflomal: the run goes on without guided alignment, says what that costs and how to get it
+    back, and its config says alignment_weight 0, as it trains."""
     def missing(*args, **kwargs):
-        raise LinksError("the eflomal word aligner is not installed; install it with "
-                         "pip install -e '.[align]'")
+        raise AlignerMissingError("the eflomal word aligner is not installed; install it with "
+                                  "pip install -e '.[align]' (or give a Pharaoh file of links "
+                                  "instead)")
 
     monkeypatch.setattr(data, "run_eflomal", missing)
-    (tmp_path / "train.tsv").write_text("नमस्ते\tHello\n", encoding="utf-8")
+    rows = read_split("train")[:400]
+    (tmp_path / "train.tsv").write_text("".join(f"{h}\t{e}\n" for h, e, _ in rows),
+                                        encoding="utf-8")
     cfg = DataConfig(source="files", train_path=str(tmp_path / "train.tsv"))
-    with pytest.raises(DataError, match="data.train_alignment_path"):
+    with pytest.raises(AlignerMissingError):
         load_train_links(cfg)
+    config = load_config(ROOT / "configs" / "smoke.yaml", [
+        "data.source=files", f"data.train_path={tmp_path / 'train.tsv'}",
+        "train.alignment_weight=0.5", f"train.output_dir={tmp_path / 'runs'}"])
+    run = build_run(config, RunDir.new(tmp_path / "runs"))
+    assert run.config.train.alignment_weight == 0.0 and run.train_data.piece_links is None
+    err = capsys.readouterr().err
+    assert "guided alignment is off for this run: the eflomal word aligner is not installed" in err
+    assert "pip install -e '.[align]'" in err
 
 
 def test_shift_reading_takes_each_words_row_one_step_later():

@@ -23,10 +23,10 @@ from translator.direction import Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
 from translator.dropout import seed_dropout
 from translator.encoded import EncodedCorpus, prepare_data
-from translator.links import Link, LinksError, piece_links, swap
+from translator.links import AlignerMissingError, Link, LinksError, piece_links, swap
 from translator.model import Transformer
 from translator.recipe import Budget, build_optimizer
-from translator.reporting import log, setup_logging
+from translator.reporting import log, say, setup_logging
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer, piece_words
 
@@ -128,6 +128,27 @@ def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConf
                                share_embeddings=model.share_embeddings and tokenizer.joint)
 
 
+def guided_alignment_targets(config: Config, train_data: EncodedSplit, tokenizer: Tokenizer
+                             ) -> Config:
+    """Give ``train_data`` its piece links for guided alignment. Without eflomal (an optional
+    extra) for data that ships no links, the run goes on unguided, saying what that costs and
+    how to get it back; the config returned then says alignment_weight 0, as the run trains."""
+    try:
+        links = load_train_links(config.data)
+    except AlignerMissingError as error:
+        say(f"warning: guided alignment is off for this run: {error}. Without it the "
+            "heatmaps align less well and test chrF was 4 points lower on the embedded corpus "
+            "(docs/alignment.md)")
+        return dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                     alignment_weight=0.0))
+    train_data.piece_links = pair_piece_links(train_data, tokenizer, links,
+                                              config.data.direction)
+    linked = sum(links is not None for links in train_data.piece_links)
+    log.info("guided alignment: word links for %d of %d training pairs", linked,
+             len(train_data.pairs))
+    return config
+
+
 def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     """Processes, device, seeds, logging, data, tokenizer, model, optimiser and batches for
     ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``)."""
@@ -151,12 +172,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     train_data = EncodedSplit(prepared.train_pairs, prepared.train)
     dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
     if cfg.alignment_weight > 0:
-        train_data.piece_links = pair_piece_links(train_data, tokenizer,
-                                                  load_train_links(config.data),
-                                                  config.data.direction)
-        linked = sum(links is not None for links in train_data.piece_links)
-        log.info("guided alignment: word links for %d of %d training pairs", linked,
-                 len(train_data.pairs))
+        config = guided_alignment_targets(config, train_data, tokenizer)
     model = Transformer(config.model).to(device)
     budget = Budget(cfg)
     optimizer, scheduler = build_optimizer(model, cfg, budget)

@@ -39,7 +39,14 @@ from translator.direction import NAMES as DIRECTION_NAMES
 from translator.direction import Direction, split_tag, tagged
 from translator.errors import TranslatorError
 from translator.lines import iter_lines
-from translator.links import Link, LinksError, read_pharaoh, run_eflomal, word_counts
+from translator.links import (
+    AlignerMissingError,
+    Link,
+    LinksError,
+    read_pharaoh,
+    run_eflomal,
+    word_counts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -699,6 +706,8 @@ def _eflomal_links(rows: list[tuple[str, str]]) -> list[list[Link]]:
     log.info("running eflomal on %d train pairs for guided alignment", len(rows))
     try:
         return run_eflomal([h for h, _ in rows], [e for _, e in rows])
+    except AlignerMissingError:
+        raise  # training goes on without guided alignment (translator.build)
     except LinksError as error:
         raise DataError(f"guided alignment (train.alignment_weight > 0) needs word links, "
                         f"but {error}; or give data.train_alignment_path, or set "

@@ -54,6 +54,10 @@ class LinksError(TranslatorError):
     """Word links cannot be read, written or computed as asked; the message says why."""
 
 
+class AlignerMissingError(LinksError):
+    """The eflomal word aligner (an optional extra) is not installed."""
+
+
 # ---------------------------------------------------------------- Pharaoh files
 
 
@@ -198,8 +202,9 @@ def _eflomal():
     try:
         return importlib.import_module("eflomal")
     except ImportError:
-        raise LinksError("the eflomal word aligner is not installed; install it with "
-                         f"{INSTALL_HINT} (or give a Pharaoh file of links instead)") from None
+        raise AlignerMissingError("the eflomal word aligner is not installed; install it with "
+                                  f"{INSTALL_HINT} (or give a Pharaoh file of links instead)"
+                                  ) from None
 
 
 def aligner_words(sentence: str) -> str:
