@@ -436,3 +436,12 @@ def test_connection_error_during_loading_becomes_a_data_error(hub_folder, monkey
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     with pytest.raises(DataError, match="Cannot download dataset"):
         load_splits(DataConfig(source="hub", hub_id=str(hub_folder)))
+
+
+@pytest.mark.parametrize("hub_id", ["/data/iitb-standin", "./iitb", "~/datasets/iitb",
+                                    "data/hub/iitb"])
+def test_a_hub_id_that_looks_like_a_missing_folder_says_so(hub_id):
+    """Not a failed download and a DNS error: the folder is not there."""
+    with pytest.raises(DataError, match=f"data.hub_id {hub_id} looks like a local folder, but "
+                                        "there is nothing there"):
+        load_splits(DataConfig(source="hub", hub_id=hub_id))

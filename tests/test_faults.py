@@ -182,6 +182,18 @@ def test_a_disk_that_fills_up_while_a_checkpoint_is_written(tiny_data, tmp_path,
     assert load_checkpoint(last)["step"] == 4
 
 
+def test_a_model_too_large_for_the_machine_is_one_sentence_before_allocating(tiny_data,
+                                                                             tmp_path, capsys):
+    """model.d_model=262144 model.d_ff=262144 (as a new user tried): the sizes are estimated
+    and refused before the model is allocated, naming the keys to shrink."""
+    assert train_main(tiny_training(tiny_data, tmp_path, "model.d_model=262144",
+                                    "model.d_ff=262144", "train.run_name=huge")) == 2
+    err = one_sentence(capsys.readouterr().err)
+    assert err.startswith("error: this model and a batch need about ") and "GiB free on cpu" in err
+    assert err.endswith("shrink model.d_model, model.d_ff, model.layers or train.batch_tokens")
+    assert not list((tmp_path / "huge" / "checkpoints").glob("*.pt"))
+
+
 def test_two_runs_started_in_the_same_second(tiny_data, tmp_path, monkeypatch, capsys):
     clock = types.SimpleNamespace(strftime=lambda _: "20261130-061500")
     monkeypatch.setattr(translator.run_dir, "time", clock)  # the same second, twice

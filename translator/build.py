@@ -11,6 +11,7 @@ import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from translator.direction import Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
 from translator.dropout import seed_dropout
 from translator.encoded import EncodedCorpus, prepare_data
+from translator.errors import TranslatorError
 from translator.links import AlignerMissingError, Link, LinksError, piece_links, swap
 from translator.model import Transformer
 from translator.recipe import Budget, build_optimizer
@@ -149,6 +151,61 @@ def guided_alignment_targets(config: Config, train_data: EncodedSplit, tokenizer
     return config
 
 
+class RunTooLargeError(TranslatorError):
+    """The model and a batch would not fit in the memory this machine has free."""
+
+
+def parameter_count(model: ModelConfig) -> int:
+    """The parameters `Transformer` will have (model.py): embeddings, layers, norms, bias."""
+    d, ff = model.d_model, model.d_ff
+    embeddings = model.source_vocab_size * d + (0 if model.share_embeddings
+                                                 else model.target_vocab_size * d)
+    attention, feed_forward, norm = 4 * (d * d + d), 2 * d * ff + ff + d, 2 * d
+    encoder = model.layers * (attention + feed_forward + 2 * norm)
+    decoder = model.num_decoder_layers * (2 * attention + feed_forward + 3 * norm)
+    return embeddings + encoder + decoder + 2 * norm + model.target_vocab_size
+
+
+def training_bytes(model: ModelConfig, batch_tokens: int) -> tuple[int, int]:
+    """(parameters + gradients + AdamW's two moments, a batch's activations), in bytes of
+    fp32: a rough estimate (activations: what backward keeps of each layer and the logits,
+    within a factor of about two), made before anything is allocated."""
+    state = 4 * 4 * parameter_count(model)
+    layers = model.layers + 2 * model.num_decoder_layers  # cross-attention counts as a layer
+    per_token = layers * (16 * model.d_model + 3 * model.d_ff) + 3 * model.target_vocab_size
+    return state, 4 * batch_tokens * per_token
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: the GPU's, or the machine's available memory; None when it
+    cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits(model: ModelConfig, batch_tokens: int, device: torch.device) -> None:
+    """Refuse, in one sentence and before anything is allocated, a model and batch that need
+    more memory than the device has free."""
+    state, activations = training_bytes(model, batch_tokens)
+    free = free_memory(device)
+    if free is None or state + activations <= free:
+        return
+    gib = 2**30
+    raise RunTooLargeError(
+        f"this model and a batch need about {(state + activations) / gib:,.1f} GiB "
+        f"(parameters, gradients and optimiser state {state / gib:,.1f} GiB, a batch of "
+        f"{batch_tokens} tokens {activations / gib:,.1f} GiB), more than the "
+        f"{free / gib:,.1f} GiB free on {device}; shrink model.d_model, model.d_ff, "
+        "model.layers or train.batch_tokens")
+
+
 def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     """Processes, device, seeds, logging, data, tokenizer, model, optimiser and batches for
     ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``)."""
@@ -171,6 +228,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     config = dataclasses.replace(config, model=resolved_model_config(config.model, tokenizer))
     train_data = EncodedSplit(prepared.train_pairs, prepared.train)
     dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
+    check_fits(config.model, cfg.batch_tokens, device)
     if cfg.alignment_weight > 0:
         config = guided_alignment_targets(config, train_data, tokenizer)
     model = Transformer(config.model).to(device)

@@ -367,11 +367,20 @@ def _unreachable_message(hub_id: str, reason: str) -> str:
     )
 
 
+def _looks_like_a_path(hub_id: str) -> bool:
+    """A hub id is owner/name; a path starts with / . or ~, or has more than one /."""
+    return hub_id.startswith(("/", ".", "~")) or hub_id.count("/") > 1
+
+
 def _check_hub_reachable(hub_id: str) -> None:
     """Fail within seconds when the hub is out of reach.
 
     Without this, load_dataset retries for about 20 seconds and ends in a long traceback.
     """
+    if _looks_like_a_path(hub_id) and not Path(hub_id).expanduser().exists():
+        raise DataError(f"data.hub_id {hub_id} looks like a local folder, but there is nothing "
+                        "there; give the folder of a saved dataset, or a hub id such as "
+                        "cfilt/iitb-english-hindi")
     if Path(hub_id).expanduser().exists():
         return  # a local dataset folder needs no network
     cached = _hub_dataset_cached(hub_id)
