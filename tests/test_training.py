@@ -170,6 +170,23 @@ def test_resume_is_exact(tmp_path):
     assert a["sampler"] == b["sampler"]
 
 
+def test_evaluate_reads_the_test_split_from_the_cache_and_never_the_training_split(
+        smoke_run, capsys, monkeypatch):
+    """With the run's prepared data in the cache, evaluate reads the clean test split from
+    there: reading the raw data again (the training split with it) would fail here."""
+    expected = json.loads((smoke_run / "test_scores.json").read_text())
+
+    def no_raw_data(*args, **kwargs):
+        raise AssertionError("evaluate read the raw data (and with it the training split)")
+
+    monkeypatch.setattr("translator.encoded.load_splits", no_raw_data)
+    assert evaluate_main(["--run", str(smoke_run), "--json", "--batch-size",
+                          str(evaluator.DECODE_BATCH_SIZE)]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["sentences"] == expected["sentences"]
+    assert round(scores["chrf"], 2) == expected["chrf"]
+
+
 def test_a_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(tmp_path,
                                                                                monkeypatch):
     run_dir, _ = train(smoke_config(tmp_path, "train.run_name=nan", "train.max_steps=5",

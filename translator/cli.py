@@ -1,4 +1,4 @@
-"""The command line: one command with six subcommands, also installed as console scripts.
+"""The command line: one command with eight subcommands, also installed as console scripts.
 
     python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
     python -m translator translate "TEXT" [--run RUN] [--to en|hi] [--beam N]
@@ -7,6 +7,8 @@
     python -m translator align --run RUN --src FILE --tgt FILE [--gold FILE] [--to en|hi]
     python -m translator demo [--causal]
     python -m translator plot-run [RUN] [--curves-only]
+    python -m translator serve [--run RUN] [--host 127.0.0.1] [--port 8080] [--backend ct2]
+    python -m translator export-ct2 RUN OUT [--quantization int8|int8_float32|float32]
 
 `translator-train`, `translator-translate`, ... (pyproject.toml) and `scripts/*.py` call the
 same ``*_main`` functions. This module only parses arguments and calls the package; every
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from translator.alignment import align_pairs, alignment_error_rate, resolve_layer
 from translator.config import SearchConfig, load_config
-from translator.data import load_splits
+from translator.ct2 import QUANTIZATIONS, CT2Translator, export
 from translator.demo import run_demo
 from translator.direction import TAGS
 from translator.drawing import (
@@ -36,12 +38,14 @@ from translator.drawing import (
     draw_showcase,
     draw_translations,
 )
+from translator.encoded import held_out_pairs
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, direction_pairs
 from translator.lines import ICONV_HINT, decode_lines, read_lines
 from translator.links import format_line, read_pharaoh, word_counts
 from translator.reporting import say
 from translator.run_dir import RunDir
+from translator.serve import serve
 from translator.training import train
 from translator.translate import Translation, Translator
 
@@ -135,10 +139,31 @@ def search_changes(args: argparse.Namespace) -> dict:
     return {key: value for key, value in changes.items() if value is not None}
 
 
-def load_translator(args: argparse.Namespace) -> Translator:
-    """The run's Translator, searching as the flags say, checked against --to."""
+BACKENDS = ("torch", "ct2")
+
+
+def _backend_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="torch", choices=BACKENDS,
+                        help="torch (default): the run's PyTorch model; ct2: a CTranslate2 "
+                        "export, named by --run (python -m translator export-ct2 RUN OUT)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU threads of CTranslate2 for --backend ct2 (default 0: its "
+                        "own choice)")
+
+
+def load_translator(args: argparse.Namespace) -> Translator | CT2Translator:
+    """The run's Translator (or, with --backend ct2, the export's CT2Translator), searching
+    as the flags say, checked against --to."""
     check_to(args.to)
-    translator = Translator.from_run(args.run, args.checkpoint, args.device)
+    if getattr(args, "backend", "torch") == "ct2":
+        if args.threads < 0:
+            raise TranslatorError(f"--threads must be 0 (CTranslate2's choice) or more, not "
+                                  f"{args.threads}")
+        translator = CT2Translator.from_export(args.run, args.device, args.threads)
+        for notice in translator.unsupported_settings():
+            print(f"notice: {notice}", file=sys.stderr)
+    else:
+        translator = Translator.from_run(args.run, args.checkpoint, args.device)
     translator.check_target_language(args.to)  # --to hi for a hi-en model, say
     changes = search_changes(args)
     if "beam_size" in changes and "n_best" not in changes:  # n-best at most the new beam
@@ -195,6 +220,21 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="decoder layer for --plot and --plot-heads, and the one --html "
                         "opens on (default: translator.alignment.DEFAULT_LAYER; -1 is the "
                         "last)")
+    _backend_argument(parser)
+
+
+def check_backend_pictures(args: argparse.Namespace, pictures: dict[str, Path]) -> None:
+    """CTranslate2 returns one attention matrix (the alignment layer's mean of heads): the
+    pictures of every layer or head, and another layer, need the PyTorch backend."""
+    if args.backend != "ct2":
+        return
+    wanted = [kind for kind in ("plot_heads", "plot_layers") if kind in pictures]
+    if wanted or args.layer is not None:
+        flag = f"--{wanted[0].replace('_', '-')}" if wanted else "--layer"
+        raise TranslatorError(f"{flag} needs every layer's and head's attention, which only "
+                              "the PyTorch backend has; drop --backend ct2 (CTranslate2 "
+                              "returns the alignment layer's mean of heads, for --plot and "
+                              "--html)")
 
 
 def read_inputs(args: argparse.Namespace) -> list[str]:
@@ -231,10 +271,11 @@ def run_translate(args: argparse.Namespace) -> int:
     for kind, path in pictures.items():  # a bad path is refused before the translating
         check_picture_path(path, kind)
     check_to(args.to)
+    check_backend_pictures(args, pictures)
     texts = read_inputs(args)
     translator = load_translator(args)
     if pictures:  # an unknown layer is caught before the translating too
-        resolve_layer(args.layer, translator.model.config.num_decoder_layers)
+        resolve_layer(args.layer, translator.config.model.num_decoder_layers)
     translations = translator.translate(texts, need_attention=bool(pictures),
                                         target_language=args.to, batch_size=args.batch_size)
     for number, translation in enumerate(translations, start=1):
@@ -266,7 +307,7 @@ def sources_and_references(args: argparse.Namespace, translator: Translator
     if (args.src is None) != (args.ref is None):
         raise TranslatorError("give both --src and --ref, or neither to use the run's test split")
     if args.src is None:
-        test = load_splits(translator.config.data).splits["test"]
+        test = held_out_pairs(translator.config, "test")  # from the cache: train is not read
         if translator.direction.both:
             test = direction_pairs(test, args.to or "en")
         sources, references, name = [p.source for p in test], [p.target for p in test], "test"
@@ -410,6 +451,50 @@ def run_plot_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- serve
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _run_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1, this machine only; "
+                        "another host is reachable by others and warned about)")
+    parser.add_argument("--port", type=int, default=8080,
+                        help="port to listen on (default 8080; 0 picks a free one)")
+    _backend_argument(parser)
+    _search_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no line per request on stderr")
+    parser.set_defaults(to=None)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise TranslatorError(f"--port {args.port} is not a port; use 0 to 65535 (0: any "
+                              "free one)")
+    translator = load_translator(args)
+    return serve(translator, args.host, args.port, args.backend, args.batch_size, args.quiet)
+
+
+# ---------------------------------------------------------------- export-ct2
+
+
+def export_ct2_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run folder to export")
+    parser.add_argument("out", type=Path, metavar="OUT",
+                        help="the folder to write (a new one, or an earlier export)")
+    parser.add_argument("--quantization", default="int8", metavar="|".join(QUANTIZATIONS),
+                        help="weight type (default int8: the fastest on CPUs)")
+    parser.add_argument("--checkpoint", default="best",
+                        help="best (default; last.pt if there is none), last, step-N, or a "
+                        ".pt file")
+
+
+def run_export_ct2(args: argparse.Namespace) -> int:
+    out = export(args.run, args.out, args.quantization, args.checkpoint)
+    print(out)
+    return 0
+
+
 # ---------------------------------------------------------------- one command
 
 
@@ -427,6 +512,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                  "metrics.jsonl) and, if the run has a checkpoint, the showcase sentences' "
                  "heatmaps and explorer pages in RUN/heatmaps/ (translated again).",
                  plot_run_arguments, run_plot_run),
+    "serve": ("Serve a trained run over HTTP: POST /translate (OpenNMT-py's REST shape), "
+              "GET / (the attention explorer of a typed sentence), /health, /models.",
+              serve_arguments, run_serve),
+    "export-ct2": ("Export a trained run to CTranslate2 (pip install -e \".[ct2]\"), for "
+                   "translate --backend ct2 and serve --backend ct2.", export_ct2_arguments,
+                   run_export_ct2),
 }
 
 
@@ -461,13 +552,21 @@ def plot_run_main(argv: list[str] | None = None) -> int:
     return _command_main("plot-run", argv)
 
 
+def serve_main(argv: list[str] | None = None) -> int:
+    return _command_main("serve", argv)
+
+
+def export_ct2_main(argv: list[str] | None = None) -> int:
+    return _command_main("export-ct2", argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m translator COMMAND ...: the subcommands above under one name."""
     parser = argparse.ArgumentParser(
         prog="python -m translator",
         description="A small Hindi–English Transformer: train it, translate and evaluate "
-        "with it, align words with its attention, redraw a run's pictures, and see attention "
-        "worked by hand.")
+        "with it, align words with its attention, redraw a run's pictures, serve it over HTTP, "
+        "export it to CTranslate2, and see attention worked by hand.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (description, add_arguments, run) in COMMANDS.items():
         command = commands.add_parser(name, help=description, description=description)

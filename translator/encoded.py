@@ -580,6 +580,14 @@ def cache_folder(config: Config) -> Path | None:
     return Path(config.data.cache_dir or Path(config.train.output_dir) / "cache").expanduser()
 
 
+def held_out_pairs(config: Config, split: str) -> list[Pair]:
+    """The clean dev or test pairs of ``config``'s data, as training scored them: read from the
+    cache when it holds them (the train split is then never read), else prepared (and, with a
+    cache, kept there) as training prepares them."""
+    dev, test, _ = _CleanSplits(config, cache_folder(config)).load()
+    return {"dev": dev, "test": test}[split]
+
+
 def prepare_data(config: Config, tokenizer_dir: str | Path, resume: bool = False,
                  rank: int = 0) -> PreparedData:
     """The clean splits, the tokenizer (saved in ``tokenizer_dir``; read from there when
