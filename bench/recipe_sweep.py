@@ -148,7 +148,16 @@ CURRENT: dict[str, list[str]] = {
         **{f"sep{s // 1000}k{t // 1000}k": ["tokenizer.joint=false", f"tokenizer.vocab_size={s}",
                                             f"tokenizer.target_vocab_size={t}",
                                             "model.share_embeddings=false"]
-           for s, t in ((4000, 2000), (8000, 2000), (4000, 1000), (8000, 4000))},
+           for s, t in ((4000, 2000), (8000, 2000), (4000, 1000), (8000, 4000), (8000, 1000),
+                        (16000, 2000))},
+        # round 8: on round 7's two best (8k/2k, 8k/1k)
+        **{f"sep8k{t}k+{name}": ["tokenizer.joint=false", "tokenizer.vocab_size=8000",
+                                 f"tokenizer.target_vocab_size={t * 1000}",
+                                 "model.share_embeddings=false", *extra]
+           for t in (1, 2)
+           for name, extra in {"ff1024": ["model.d_ff=1024"], "layers3": ["model.layers=3"],
+                               "drop0.1": ["model.dropout=0.1"],
+                               "ls0.2": ["train.label_smoothing=0.2"]}.items()},
         "ff1024": ["model.d_ff=1024"],
         "layers3": ["model.layers=3"],
         "drop0.1": ["model.dropout=0.1"],
