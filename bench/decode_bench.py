@@ -2,11 +2,18 @@
 
     python bench/decode_bench.py --run runs/latest            # the embedded test split
     python bench/decode_bench.py --run runs/smoke --sentences 100 --device cuda
+    python bench/decode_bench.py --run runs/latest --ct2     # and CTranslate2 (pip .[ct2])
 
 Translates the embedded corpus's test split (sources in the run's direction) in batches of
 similar length and prints a Markdown table: sentences/s, output tokens/s (the chosen
 translations' tokens, EOS included) and the cache's speed-up. Cached and uncached decoding
 must produce the same tokens; the table says whether they did.
+
+With --ct2 a second table compares whole translations (`Translator.translate` against
+`translator.ct2.CT2Translator.translate`: text in, text out) of ours and of the run's
+CTranslate2 exports in float32 and int8, greedy and beam 5, on 1 and 2 CPU threads:
+sentences/s, test chrF, and the share of outputs identical to ours. Both sides search with the
+run's settings less the doubled-word ban, which CTranslate2 does not have.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tempfile
+
 from translator.batching import source_tensor
 from translator.data import DataConfig, load_splits
 from translator.errors import TranslatorError
+from translator.metrics import corpus_scores
 from translator.search import beam_search, greedy_search
 from translator.translate import Translator, max_source_pieces
 
@@ -68,6 +78,9 @@ def main() -> int:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    parser.add_argument("--ct2", action="store_true",
+                        help="also compare with CTranslate2 exports (float32, int8)")
+    parser.add_argument("--ct2-only", action="store_true", help="only the CTranslate2 table")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -84,6 +97,8 @@ def main() -> int:
     params = translator.model.num_parameters()
     print(f"{len(test)} test sentences, batches of {args.batch_size}, {params:,} parameters, "
           f"device {translator.device}, {torch.get_num_threads()} CPU threads\n")
+    if args.ct2_only:
+        return ct2_table(args, translator, test)
     print("| search | KV cache | sentences/s | tokens/s | seconds | cache speed-up | same tokens |")
     print("|---|---|---:|---:|---:|---:|---|")
     for beam in (1, args.beam):
@@ -97,6 +112,46 @@ def main() -> int:
             speed_up = "" if use_cache else f"{seconds / timings[True][0]:.1f}×"
             print(f"| {name} | {'on' if use_cache else 'off'} | {len(outputs) / seconds:.1f} | "
                   f"{tokens / seconds:,.0f} | {seconds:.2f} | {speed_up} | {same} |", flush=True)
+    return ct2_table(args, translator, test) if args.ct2 else 0
+
+
+def ct2_table(args: argparse.Namespace, translator: Translator, test: list) -> int:
+    """The second table: ours against CTranslate2, whole translations, 1 and 2 threads."""
+    from translator.ct2 import CT2Translator, export
+
+    sources, references = [p.source for p in test], [p.target for p in test]
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            exports = {q: export(translator.run_dir, Path(folder) / q, q)
+                       for q in ("float32", "int8")}
+        except TranslatorError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(f"\n{len(sources)} test sentences, batches of {args.batch_size}, whole "
+              "translations (text in, text out), no doubled-word ban on either side\n")
+        print("| model | search | threads | sentences/s | chrF | same as ours |")
+        print("|---|---|---:|---:|---:|---:|")
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            models = {"ours (PyTorch fp32)": translator}
+            models |= {f"CTranslate2 {q}": CT2Translator(path, "cpu", threads)
+                       for q, path in exports.items()}
+            for beam in (1, args.beam):
+                ours_tokens = None
+                for name, model in models.items():
+                    settings = dict(beam_size=beam, no_doubled_words=False)
+                    model.translate(sources[:8], need_attention=False, **settings)  # warm-up
+                    started = time.perf_counter()
+                    found = model.translate(sources, need_attention=False,
+                                            batch_size=args.batch_size, **settings)
+                    seconds = time.perf_counter() - started
+                    chrf = corpus_scores([t.text for t in found], references, ["chrf"])["chrf"]
+                    tokens = [t.tokens for t in found]
+                    ours_tokens = ours_tokens or tokens
+                    same = sum(a == b for a, b in zip(tokens, ours_tokens)) / len(tokens)
+                    search = "greedy" if beam == 1 else f"beam {beam}"
+                    print(f"| {name} | {search} | {threads} | {len(found) / seconds:.1f} | "
+                          f"{chrf:.2f} | {same:.1%} |", flush=True)
     return 0
 
 

@@ -47,6 +47,9 @@ ORDER = [
     "plotting",  # heatmaps
     "explorer",  # the interactive attention explorer
     "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
+    # serving and deployment
+    "ct2",  # CTranslate2: export-ct2, and the CT2Translator of --backend ct2
+    "serve",  # the HTTP server: POST /translate, GET / (the explorer), /health, /models
     # training
     "recipe",  # schedules, losses, optimiser, checkpoint averaging
     "build",  # build_run: data, tokenizer, guided-alignment targets, model, optimiser
@@ -54,7 +57,7 @@ ORDER = [
     "training",  # the Trainer loop, train()
     # the command line
     "demo",  # the seeds' worked examples, printed
-    "cli",  # python -m translator {train,translate,evaluate,align,demo,plot-run}
+    "cli",  # python -m translator {train,translate,evaluate,align,demo,plot-run,serve,...}
     "__main__",
 ]
 

@@ -571,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (description, add_arguments, run) in COMMANDS.items():
         command = commands.add_parser(name, help=description, description=description)
         add_arguments(command)
-        command.set_defaults(run=run)
+        # not "run", which --run (the run folder) would overwrite
+        command.set_defaults(run_command=run)
     args = parser.parse_args(argv)
-    return _run(args.run, args)
+    return _run(args.run_command, args)

@@ -1,0 +1,371 @@
+"""The translation server, for real: a server on port 0 in a thread of the test, spoken to
+over HTTP. /translate answers what `Translator.translate` does for the same sentences and
+settings, in OpenNMT-py's shape; every bad request gets its 4xx with one sentence and the
+next good one still works; 8 clients × 25 requests are all answered, correctly; GET / in
+headless Chromium takes the Rajesh sentence and draws its explorer grid, with no script error
+and no request off 127.0.0.1; SIGTERM and SIGINT stop `python -m translator serve` cleanly."""
+
+import http.client
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from translator.alignment import hard_links, word_alignment
+from translator.explorer import DATA_ID
+from translator.links import format_line
+from translator.serve import MAX_SENTENCES, make_server
+from translator.translate import Translator
+
+RAJESH = "राजेश ने कल शाम को अपनी बहन के लिए दिल्ली से मुंबई की ट्रेन टिकट बुक की"
+SENTENCES = [
+    "मुझे कल सुबह की ट्रेन पकड़नी है।",
+    RAJESH,
+    "",  # an empty input: an empty translation, no links
+    "UPI भुगतान विफल हुआ लेकिन पैसे कट गए।",
+    # longer than the tiny model's 31 source pieces: split into parts, as translate does
+    "मैं कल बाज़ार गया और वहाँ से सब्ज़ियाँ, फल, दूध और रोटी खरीदकर घर लौटा। " * 2,
+]
+CHROMIUM = shutil.which("chromium")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_run, one_thread):
+    return Translator.from_run(tiny_run, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def server(translator):
+    """A real server on a free port, serving from a thread of this test process."""
+    server = make_server(translator, "127.0.0.1", 0, quiet=True, read_timeout=1.0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def request(server, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request on a fresh connection."""
+    host, port = server.server_address[:2]
+    connection = http.client.HTTPConnection(host, port, timeout=180)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def post(server, items) -> tuple[int, object]:
+    body = items if isinstance(items, bytes) else json.dumps(items).encode("utf-8")
+    status, _, answer = request(server, "POST", "/translate", body,
+                                {"Content-Type": "application/json"})
+    return status, json.loads(answer)
+
+
+def links_of(translation) -> str:
+    if translation.attention is None or not translation.target_pieces:
+        return ""
+    words = word_alignment(translation.attention, translation.source_pieces,
+                           translation.target_pieces)
+    return format_line(hard_links(words.weights))
+
+
+# ---------------------------------------------------------------- what /translate answers
+
+
+@pytest.mark.parametrize("beam, n_best", [(1, 1), (3, 2)])
+def test_translate_equals_the_translator(server, translator, beam, n_best):
+    status, answer = post(server, [{"src": s, "id": 0, "beam": beam, "n_best": n_best}
+                                   for s in SENTENCES])
+    assert status == 200
+    expected = translator.translate(SENTENCES, beam_size=beam, n_best=n_best)
+    assert len(answer) == n_best and all(len(rank) == len(SENTENCES) for rank in answer)
+    for i, (source, translation) in enumerate(zip(SENTENCES, expected)):
+        hypotheses = translation.nbest or [translation]
+        for rank in range(n_best):
+            record = answer[rank][i]
+            hypothesis = hypotheses[min(rank, len(hypotheses) - 1)]
+            assert set(record) >= {"src", "tgt", "n_best", "pred_score", "align"}
+            assert record["src"] == source and record["n_best"] == n_best
+            assert record["tgt"] == hypothesis.text
+            assert record["pred_score"] == pytest.approx(hypothesis.score, abs=1e-5)
+            assert record["align"] == links_of(hypothesis)
+    assert answer[0][2]["tgt"] == "" and answer[0][2]["align"] == ""
+    assert any("split into" in w for w in answer[0][4]["warnings"])  # the long one
+
+
+def test_the_run_settings_apply_by_default_and_attention_is_the_default_view(server,
+                                                                             translator):
+    status, answer = post(server, [{"src": RAJESH, "attention": True}])
+    assert status == 200
+    [expected] = translator.translate([RAJESH])  # the run's search: section
+    record = answer[0][0]
+    assert record["tgt"] == expected.text
+    words = word_alignment(expected.attention, expected.source_pieces,
+                           expected.target_pieces).to_dict()
+    attention = record["attention"]
+    assert attention["source_words"] == words["source_words"] == RAJESH.split()
+    assert attention["target_words"] == words["target_words"]
+    assert attention["weights"] == words["weights"]
+    assert attention["view"].startswith("layer 0 (of 0–0), mean of heads")
+    assert "attention" not in post(server, [{"src": RAJESH}])[1][0][0]
+
+
+def test_health_and_models(server, tiny_run):
+    status, headers, body = request(server, "GET", "/health")
+    health = json.loads(body)
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    assert health["status"] == "ok" and health["run"] == str(tiny_run)
+    assert health["direction"] == "hi-en" and health["device"] == "cpu"
+    assert health["backend"] == "torch" and "commit" in health
+    status, _, body = request(server, "GET", "/models")
+    [model] = json.loads(body)
+    assert status == 200 and model["model_id"] == 0 and model["loaded"] is True
+    assert model["opt"]["beam_size"] == 4  # SearchConfig's default, the tiny run's
+
+
+# ---------------------------------------------------------------- bad requests
+
+
+BAD_REQUESTS = {
+    "invalid JSON": (b'[{"src": "a",]', 400, "not valid JSON"),
+    "not a list": (b'{"src": "a"}', 400, "JSON list"),
+    "an item that is no object": (b'["a"]', 400, "must be an object"),
+    "src of the wrong type": (b'[{"src": 5}]', 400, '"src" must be a string'),
+    "no src": (b'[{"id": 0}]', 400, 'no "src"'),
+    "beam of the wrong type": (b'[{"src": "a", "beam": "5"}]', 400, "beam must be a whole"),
+    "beam true": (b'[{"src": "a", "beam": true}]', 400, "beam must be a whole"),
+    "beam 0": (b'[{"src": "a", "beam": 0}]', 400, "between 1 and"),
+    "n_best over the beam": (b'[{"src": "a", "beam": 2, "n_best": 3}]', 400, "more than"),
+    "two n_best": (b'[{"src": "a", "n_best": 1}, {"src": "b", "beam": 2, "n_best": 2}]',
+                   400, "same n_best"),
+    "attention of the wrong type": (b'[{"src": "a", "attention": "yes"}]', 400,
+                                    '"attention" must be'),
+    "an unknown language": (b'[{"src": "a", "to": "fr"}]', 400, '"to" must be'),
+    "a language this model does not write": (b'[{"src": "a", "to": "hi"}]', 400,
+                                              "cannot translate into Hindi"),
+    "non-UTF-8": ('[{"src": "राजेश"}]'.encode("utf-16"), 400, "not UTF-8"),
+    "latin-1 bytes": (b'[{"src": "caf\xe9"}]', 400, "not UTF-8"),
+    "an empty list": (b"[]", 400, "no sentences"),
+    "an unknown field": (b'[{"src": "a", "id": 0, "beam_size": 4}]', 400,
+                         "unknown field 'beam_size'"),
+    "another model id": (b'[{"src": "a", "id": 3}]', 404, "only model 0"),
+    "too many sentences": (json.dumps([{"src": "a"}] * (MAX_SENTENCES + 1)).encode(), 413,
+                           "more than 64"),
+    "a 2 MB body": (b'[{"src": "' + b"a" * 2_000_000 + b'"}]', 413, "more than 1,000,000"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_REQUESTS))
+def test_a_bad_request_is_a_4xx_in_one_sentence_and_the_server_goes_on(server, name):
+    body, status, fragment = BAD_REQUESTS[name]
+    got, answer = post(server, body)
+    assert got == status, answer
+    assert set(answer) == {"error"} and fragment in answer["error"]
+    assert "\n" not in answer["error"] and len(answer["error"]) < 200
+    good, answer = post(server, [{"src": SENTENCES[0], "beam": 1}])
+    assert good == 200 and answer[0][0]["tgt"]
+
+
+@pytest.mark.parametrize("method, path, status, fragment", [
+    ("GET", "/nothing", 404, "nothing at /nothing"),
+    ("GET", "/translate", 405, "takes POST"),
+    ("POST", "/health", 404, "POST to /translate"),
+    ("PUT", "/translate", 405, "PUT is not served"),
+    ("DELETE", "/", 405, "DELETE is not served"),
+])
+def test_wrong_paths_and_methods(server, method, path, status, fragment):
+    got, _, body = request(server, method, path, b"[]" if method != "GET" else None)
+    assert got == status and fragment in json.loads(body)["error"]
+
+
+def raw_exchange(server, data: bytes, wait: float = 5.0) -> bytes:
+    """Send ``data`` as it is on one connection and read until the server closes it."""
+    with socket.create_connection(server.server_address[:2], timeout=wait) as connection:
+        connection.sendall(data)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received
+
+
+def test_a_body_without_length_or_cut_short_or_too_slow_is_refused(server):
+    chunked = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n5\r\n[{}]\r\n0\r\n\r\n")
+    assert chunked.startswith(b"HTTP/1.1 411") and b"Content-Length" in chunked
+    bare = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert bare.startswith(b"HTTP/1.1 411")
+    bad_length = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Length: lots\r\n\r\n")
+    assert bad_length.startswith(b"HTTP/1.1 400")
+    # 10 of 100 bytes, then silence: the read times out (1 s here) and is answered 408
+    started = time.monotonic()
+    slow = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Length: 100\r\n\r\n[{\"src\": ")
+    assert slow.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 4
+    # a connection that sends nothing is closed after the same timeout
+    assert raw_exchange(server, b"") == b""
+    garbage = raw_exchange(server, b"\x16\x03\x01 not http at all\r\n\r\n")  # TLS, say
+    assert b'{"error": "Bad request' in garbage
+    assert post(server, [{"src": SENTENCES[0], "beam": 1}])[0] == 200
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(server, translator):
+    host, port = server.server_address[:2]
+    expected = {t.source: t.text for t in translator.translate(SENTENCES[:2], beam_size=1,
+                                                                need_attention=False)}
+    connection = http.client.HTTPConnection(host, port, timeout=180)
+    try:  # requests back to back: the server closes a connection idle for its read timeout
+        for source in SENTENCES[:2] * 2:
+            body = json.dumps([{"src": source, "beam": 1}]).encode()
+            connection.request("POST", "/translate", body=body)
+            response = connection.getresponse()
+            assert response.status == 200
+            assert json.loads(response.read())[0][0]["tgt"] == expected[source]
+    finally:
+        connection.close()
+
+
+# ---------------------------------------------------------------- under load
+
+
+def test_eight_clients_of_25_requests_are_all_answered_correctly(server, translator):
+    sources = [f"{SENTENCES[i % 2]} {i}" for i in range(10)]  # ten different sentences
+    expected = {t.source: t.text for t in translator.translate(sources, beam_size=1,
+                                                                need_attention=False)}
+
+    def client(number: int) -> list[tuple[str, str]]:
+        answers = []
+        for i in range(25):
+            source = sources[(number * 25 + i) % len(sources)]
+            status, answer = post(server, [{"src": source, "beam": 1}])
+            assert status == 200
+            answers.append((source, answer[0][0]["tgt"]))
+        return answers
+
+    with ThreadPoolExecutor(8) as pool:
+        results = [answer for answers in pool.map(client, range(8)) for answer in answers]
+    assert len(results) == 200
+    assert all(text == expected[source] for source, text in results)
+
+
+# ---------------------------------------------------------------- the page
+
+
+def test_the_page_and_the_explorer_keep_their_strict_policy(server, translator):
+    status, headers, body = request(server, "GET", "/")
+    page = body.decode("utf-8")
+    policy = headers["Content-Security-Policy"]
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert "default-src 'none'" in policy and "form-action 'self'" in policy
+    assert '<form method="get" action="/"' in page and "<script" not in page
+    status, headers, body = request(server, "GET", "/?text=" + quote(RAJESH))
+    page = body.decode("utf-8")
+    policy = headers["Content-Security-Policy"]
+    assert status == 200 and f'id="{DATA_ID}"' in page
+    assert "default-src 'none'" in policy and "form-action 'self'" in policy
+    assert "connect-src" not in policy and "form-action 'none'" not in page
+    assert not re.search(r"""(src|href|action)=["']?(https?:|//)""", page)
+    data = json.loads(re.search(rf'id="{DATA_ID}">(.*?)</script>', page, re.DOTALL).group(1))
+    [expected] = translator.translate([RAJESH])
+    assert data["source"] == RAJESH and data["translation"] == expected.text
+    assert data["source_words"] == RAJESH.split()
+    # text the page echoes back is escaped
+    status, _, body = request(server, "GET", "/?text=" + quote('</textarea><script>x</script>'))
+    assert b"<script>x</script>" not in body
+
+
+def test_the_page_says_what_is_wrong_with_a_sentence(server):
+    status, _, body = request(server, "GET", "/?text=" + quote("क" * 3000))
+    assert status == 400 and b"more than the 2000" in body and b"<form" in body
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+def test_in_chromium_the_typed_sentence_shows_its_explorer(server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    origin = server.url.rstrip("/")
+    requests, errors = [], []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM,
+                                             args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 700})
+            page.set_default_timeout(120_000)  # a busy machine renders slowly
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda message: errors.append(message.text)
+                    if message.type == "error" and "favicon" not in message.text else None)
+            page.goto(server.url)
+            page.fill("#text", RAJESH)
+            with page.expect_navigation():
+                page.click("#submit")
+            page.wait_for_selector("#grid rect")
+            page.wait_for_function("document.getElementById('diagnostics').textContent"
+                                   ".includes('rendered')")
+            report = json.loads(page.text_content("#diagnostics"))
+            shot = page.screenshot(full_page=True)
+            assert page.input_value("#text") == RAJESH  # the box keeps the sentence
+        finally:
+            browser.close()
+    assert errors == [] and report["errors"] == [] and report["blocked"] == []
+    assert report["rendered"].startswith("layer 0 (of 0–0), mean of heads")
+    assert report["grid"]["width"] > 100
+    assert requests and all(urlsplit(url).netloc == urlsplit(origin).netloc
+                            for url in requests), requests
+    from PIL import Image
+
+    with Image.open(io.BytesIO(shot)) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 20  # a drawn grid, not a blank page
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.mark.parametrize("signum, host", [(signal.SIGTERM, "127.0.0.1"),
+                                          (signal.SIGINT, "127.0.0.2")])
+def test_the_command_serves_and_stops_cleanly_on_a_signal(tiny_run, signum, host):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "translator", "serve", "--run", str(tiny_run), "--host", host,
+         "--port", "0", "--device", "cpu"], stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        lines = []
+        for line in process.stderr:  # until the server says where it listens
+            lines.append(line)
+            if line.startswith("serving "):
+                break
+        found = re.search(r"serving (http://[^/]+)/", "".join(lines))
+        assert found, "".join(lines)
+        netloc = urlsplit(found.group(1)).netloc
+        connection = http.client.HTTPConnection(netloc, timeout=30)
+        connection.request("GET", "/health")
+        assert json.loads(connection.getresponse().read())["status"] == "ok"
+        connection.close()
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == 0
+        rest = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "stopped" in rest and "Traceback" not in rest
+    warned = any("warning: serving on 127.0.0.2" in line for line in lines)
+    assert warned == (host != "127.0.0.1")
