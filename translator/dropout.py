@@ -39,6 +39,7 @@ def set_dropout_state(state: dict[str, Any]) -> None:
     _stream.state = state
 
 
+@torch.compiler.disable  # numpy's generator is state torch.compile must not trace into a graph
 def random_int16(shape: torch.Size) -> Tensor:
     """Uniform random int16 values of ``shape``, four from each 64-bit word of the stream."""
     count = int(np.prod(shape))
