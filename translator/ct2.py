@@ -57,8 +57,8 @@ from translator.tokenizer import Tokenizer
 from translator.translate import (
     Translation,
     Translator,
+    assemble,
     check_target_language,
-    merge_parts,
     script_warning,
     split_source,
     target_and_body,
@@ -306,18 +306,7 @@ class CT2Translator:
         for (i, ids), nbest in zip(requests, found):
             parts_of[i].append(self._translation(texts[i], ids, nbest, settings.n_best,
                                                  warnings[i], languages[i]))
-        results = []
-        for text, parts, text_warnings, language in zip(texts, parts_of, warnings, languages):
-            if not parts:
-                empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings,
-                                    target_language=language)
-                empty.nbest = [dataclasses.replace(empty)] if settings.n_best > 1 else []
-                results.append(empty)
-            elif len(parts) == 1:
-                results.append(parts[0])
-            else:
-                results.append(merge_parts(text, parts, text_warnings))
-        return results
+        return assemble(texts, parts_of, warnings, languages, settings.n_best)
 
     def _source_parts(self, text: str, limit: int, target_language: str | None
                       ) -> tuple[list[list[int]], list[str]]:

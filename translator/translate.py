@@ -330,12 +330,19 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
     for (i, ids), nbest in zip(requests, hypotheses):
         parts_of[i].append(_translation(texts[i], ids, nbest, search.n_best, warnings[i],
                                         tokenizer, languages[i]))
+    return assemble(texts, parts_of, warnings, languages, search.n_best)
+
+
+def assemble(texts: list[str], parts_of: list[list[Translation]], warnings: list[list[str]],
+             languages: list[str | None], n_best: int) -> list[Translation]:
+    """One Translation per text from the translations of its parts: an empty one for an
+    empty input (the n-best list's only one), the part itself, or the parts merged."""
     results = []
     for text, parts, text_warnings, language in zip(texts, parts_of, warnings, languages):
-        if not parts:  # an empty input: one empty translation (the n-best list's only one)
+        if not parts:
             empty = Translation(text, "", [], 0.0, [], [], warnings=text_warnings,
                                 target_language=language)
-            empty.nbest = [dataclasses.replace(empty)] if search.n_best > 1 else []
+            empty.nbest = [dataclasses.replace(empty)] if n_best > 1 else []
             results.append(empty)
         elif len(parts) == 1:
             results.append(parts[0])
