@@ -58,6 +58,7 @@ from translator.translate import (
     Translation,
     Translator,
     assemble,
+    changed_search,
     check_target_language,
     script_warning,
     split_source,
@@ -160,7 +161,7 @@ def transformer_spec(model: Transformer, tokenizer: Tokenizer, layer: int) -> An
         _layer_norm(layer_spec.attention.layer_norm, ours.cross_attention_residual.norm)
         _feed_forward(layer_spec.ffn, ours.feed_forward, ours.feed_forward_residual.norm)
     source_vocabulary = tokenizer.source_pieces(list(range(tokenizer.source_vocab_size)))
-    target_vocabulary = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
+    target_vocabulary = tokenizer.target_vocabulary
     spec.register_source_vocabulary(source_vocabulary)
     spec.register_target_vocabulary(target_vocabulary)
     specials = tokenizer.target_pieces([tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id])
@@ -234,8 +235,7 @@ class CT2Translator:
         except (RuntimeError, ValueError) as error:
             raise CT2Error(f"CTranslate2 cannot load {path}: {error}") from None
         self.alignment_layer = int(self.export["alignment_layer"])
-        vocabulary = self.tokenizer.target_pieces(list(range(self.tokenizer.target_vocab_size)))
-        self._target_ids = {piece: i for i, piece in enumerate(vocabulary)}
+        self._target_ids = {piece: i for i, piece in enumerate(self.tokenizer.target_vocabulary)}
 
     @classmethod
     def from_export(cls, path: str | Path | None, device: str = "auto", threads: int = 0
@@ -265,17 +265,8 @@ class CT2Translator:
 
     def set_search(self, **changes: Any) -> None:
         """Change how this translator searches: any `SearchConfig` key."""
-        self.config = dataclasses.replace(self.config, search=self._search(changes))
-
-    def _search(self, changes: dict[str, Any]) -> SearchConfig:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(SearchConfig)}
-        if unknown:
-            raise CT2Error(f"unknown search setting {sorted(unknown)[0]!r}; the settings are "
-                           "those of SearchConfig")
-        try:
-            return dataclasses.replace(self.config.search, **changes)
-        except ValueError as error:
-            raise CT2Error(f"search: {error}") from None
+        self.config = dataclasses.replace(
+            self.config, search=changed_search(self.config.search, changes))
 
     def check_target_language(self, target_language: str | None) -> None:
         check_target_language(target_language, self.tokenizer, self.direction)
@@ -287,9 +278,10 @@ class CT2Translator:
         settings for this call only."""
         if isinstance(texts, str):
             raise TypeError("translate() takes a list of strings, not one string")
-        settings = self._search(search) if search else self.search
+        settings = changed_search(self.search, search) if search else self.search
         tokenizer = self.tokenizer
         self.check_target_language(target_language)
+        # as translate.max_source_pieces: the EOS and a tag take a position each
         limit = self.config.model.max_positions - 1 - bool(tokenizer.tags)
         requests: list[tuple[int, list[int]]] = []
         warnings: list[list[str]] = []

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, fields
+from functools import cached_property
 from pathlib import Path
 
 import sentencepiece as spm
@@ -241,6 +242,12 @@ class Tokenizer:
     def target_pieces(self, ids: list[int]) -> list[str]:
         """The subword piece of each id; "▁" starts a word, "<0xE0>" is a byte piece."""
         return [self.target_model.id_to_piece(i) for i in ids]
+
+    @cached_property
+    def target_vocabulary(self) -> list[str]:
+        """Every target piece, by id: read once (3 ms for 4,000 pieces), as every translation
+        needs it for its repetition bans."""
+        return self.target_pieces(list(range(self.target_vocab_size)))
 
 
 def _checked(text: str) -> str:

@@ -317,8 +317,7 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         tag = tokenizer.tag_ids(language)
         requests += [(i, tag + part) for part in parts]
         languages.append(language)
-    vocabulary = tokenizer.target_pieces(list(range(tokenizer.target_vocab_size)))
-    bans = RepetitionBans.of(search, vocabulary)
+    bans = RepetitionBans.of(search, tokenizer.target_vocabulary)
     with evaluating(model):
         hypotheses = search_in_batches(model, [ids for _, ids in requests], tokenizer.pad_id,
                                        tokenizer.bos_id, tokenizer.eos_id, search, batch_size,
@@ -411,6 +410,19 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
     return best
 
 
+def changed_search(search: SearchConfig, changes: dict[str, Any]) -> SearchConfig:
+    """``search`` with ``changes`` (any `SearchConfig` key: ``beam_size=1``,
+    ``length_penalty=2.2``, ...); an unknown key or a value that does not fit is one sentence."""
+    unknown = set(changes) - {f.name for f in dataclasses.fields(SearchConfig)}
+    if unknown:
+        raise TranslateError(f"unknown search setting {sorted(unknown)[0]!r}; the settings "
+                             f"are those of SearchConfig")
+    try:
+        return dataclasses.replace(search, **changes)
+    except ValueError as error:
+        raise TranslateError(f"search: {error}") from None
+
+
 # ---------------------------------------------------------------- the Translator
 
 
@@ -459,18 +471,13 @@ class Translator:
     def search(self) -> SearchConfig:
         return self.config.search
 
+    def searched(self, **changes: Any) -> SearchConfig:
+        """This translator's search settings with ``changes`` (`changed_search`)."""
+        return changed_search(self.config.search, changes)
+
     def set_search(self, **changes: Any) -> None:
-        """Change how this translator searches: any `SearchConfig` key (``beam_size=1``,
-        ``length_penalty=2.2``, ...); a value that does not fit is one sentence."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(SearchConfig)}
-        if unknown:
-            raise TranslateError(f"unknown search setting {sorted(unknown)[0]!r}; the settings "
-                                 f"are those of SearchConfig")
-        try:
-            search = dataclasses.replace(self.config.search, **changes)
-        except ValueError as error:
-            raise TranslateError(f"search: {error}") from None
-        self.config = dataclasses.replace(self.config, search=search)
+        """Change how this translator searches from now on (`searched`)."""
+        self.config = dataclasses.replace(self.config, search=self.searched(**changes))
 
     def check_target_language(self, target_language: str | None) -> None:
         """Refuse a target language this model does not write (`check_target_language`)."""
@@ -484,11 +491,7 @@ class Translator:
         ``target_language`` ("en" or "hi") tells a model of both directions which language
         to write (None: the one a tag at the start of a text, or else its script,
         suggests)."""
-        settings = self.config.search
-        if search:
-            before = self.config
-            self.set_search(**search)
-            settings, self.config = self.config.search, before
+        settings = self.searched(**search) if search else self.config.search
         return translate(self.model, self.tokenizer, texts, settings, self.direction,
                          batch_size, need_attention, target_language,
                          self.config.train.alignment_full_context)
