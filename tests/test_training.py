@@ -260,11 +260,16 @@ def test_two_processes_under_torchrun_match_one_process(tmp_path):
               "train.eval_every=4", "train.log_every=1", "train.eval_sentences=5",
               "search.beam_size=1"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    two = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-         "--master_port=29517", "-m", "translator", "train", *common,
-         "train.run_name=two", "train.heatmaps=false"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    # --standalone: a rendezvous on a free local port (a fixed one may be taken)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node=2", "-m", "translator", "train", *common,
+               "train.run_name=two", "train.heatmaps=false"]
+    try:
+        two = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                             env=env)
+    except subprocess.TimeoutExpired as stuck:  # say where it stopped
+        pytest.fail(f"torchrun did not finish in 300 s; its output ended: "
+                    f"{(stuck.stderr or b'')[-3000:]!r}")
     assert two.returncode == 0, two.stderr[-2000:]
     one = run_command(*common, "train.run_name=one", "train.accumulate=2")
     assert one.returncode == 0, one.stderr[-2000:]

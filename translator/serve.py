@@ -639,14 +639,15 @@ def serve(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
         print(f"warning: serving on {host}, which other machines may reach; the server has no "
               "authentication, so anyone who can reach it can use it", file=sys.stderr)
     server = make_server(translator, host, port, backend, batch_size, quiet)
-    stopping = threading.Event()
+    # shutdown() waits for serve_forever's loop, so it runs in another thread; that thread
+    # is joined before returning: a daemon thread still waking up while the interpreter
+    # finalises is killed inside C++ frames, and the process aborts (exit -6)
+    stopper = threading.Thread(target=server.shutdown, name="serve-stop")
 
     def stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
+        if stopper.ident is None:  # a second signal while stopping changes nothing
             print(f"stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
-            # shutdown() waits for serve_forever's loop, so it must run in another thread
-            threading.Thread(target=server.shutdown, daemon=True).start()
+            stopper.start()
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     search = translator.search
@@ -659,6 +660,8 @@ def serve(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
         server.server_close()  # waits for the handler threads
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if stopper.ident is not None:
+            stopper.join()
     print("stopped", file=sys.stderr, flush=True)
     return 0
 
