@@ -163,6 +163,16 @@ CURRENT: dict[str, list[str]] = {
         "drop0.1": ["model.dropout=0.1"],
         "ls0.2": ["train.label_smoothing=0.2"],
     }.items()},
+    # round 9 ("r9-"): on configs/default.yaml as round 8 left it (8k/1k, dropout 0.1,
+    # α 2.2): the target vocabulary, dropout and label smoothing once more
+    **{f"r9-{name}": extra for name, extra in {
+        "default": [],
+        "tgt2k": ["tokenizer.target_vocab_size=2000"],
+        "drop0.05": ["model.dropout=0.05"],
+        "drop0": ["model.dropout=0.0"],
+        "ls0": ["train.label_smoothing=0.0"],
+        "ls0.2": ["train.label_smoothing=0.2"],
+    }.items()},
     # round 6: on configs/default.yaml as it is (small, λ 0.5); "long40" runs with --minutes 40
     # to find where this recipe levels off
     "long40": [],
