@@ -172,6 +172,12 @@ CURRENT: dict[str, list[str]] = {
         "drop0": ["model.dropout=0.0"],
         "ls0": ["train.label_smoothing=0.0"],
         "ls0.2": ["train.label_smoothing=0.2"],
+        # a competence curriculum over the first 800 steps (about 40% of a one-thread run)
+        "rarity800": ["train.curriculum=rarity", "train.curriculum_steps=800"],
+        "length800": ["train.curriculum=length", "train.curriculum_steps=800"],
+        "drop0+ls0": ["model.dropout=0.0", "train.label_smoothing=0.0"],
+        "drop0+rarity800": ["model.dropout=0.0", "train.curriculum=rarity",
+                            "train.curriculum_steps=800"],
     }.items()},
     # round 6: on configs/default.yaml as it is (small, λ 0.5); "long40" runs with --minutes 40
     # to find where this recipe levels off

@@ -3,9 +3,12 @@ the padded tensors a training step and a search read."""
 
 import random
 
+import numpy as np
+import pytest
 import torch
 
 from translator.batching import (
+    Competence,
     TokenBatchSampler,
     make_batch,
     pad,
@@ -90,6 +93,69 @@ def test_shards_are_disjoint_equal_and_cover_the_trimmed_epoch():
     assert len(seen) == len(set(seen))
     trimmed_epoch = whole.epoch_batches(0)[: batches_per_shard * num_shards]
     assert sorted(seen) == sorted(i for batch in trimmed_epoch for i in batch)
+
+
+def test_competence_rises_as_the_square_root_from_c0_to_every_pair():
+    competence = Competence.of(np.arange(100.0), steps=400)
+    exact = [np.sqrt(t / 400 * (1 - 0.01**2) + 0.01**2) for t in (0, 100, 399)]
+    levels = [float(competence.at(t)) for t in (0, 100, 399, 400, 10_000)]
+    assert levels[:3] == pytest.approx([np.ceil(c * 20) / 20 for c in exact])
+    assert levels[3:] == [1.0, 1.0]
+    assert competence.difficulty.min() == pytest.approx(0.01) and competence.difficulty.max() == 1
+    level, first = competence.level(250)
+    assert float(competence.at(first)) == level and float(competence.at(first - 1)) < level
+
+
+def test_a_curriculum_draws_only_eligible_pairs_then_every_pair():
+    lengths = random_lengths()
+    difficulty = np.array([source for source, _ in lengths], dtype=float)
+    competence = Competence.of(difficulty, steps=2000)
+    sampler = TokenBatchSampler(lengths, max_tokens=400, seed=6, competence=competence)
+    batches = iter(sampler)
+    early = [next(batches) for _ in range(60)]
+    for step, batch in enumerate(early):
+        assert competence.difficulty[batch].max() <= competence.at(step)
+        assert batch_cost(batch, lengths) <= 400 or len(batch) == 1
+    assert max(competence.difficulty[i] for i in early[0]) <= 0.05
+    # the first level (5% of pairs) is seen several times over before it grows
+    first_level = [i for step, b in enumerate(early) if competence.at(step) == 0.05 for i in b]
+    assert len(first_level) > len(set(first_level))
+    for _ in range(2000 - 60):
+        next(batches)
+    # then ordinary epochs over every pair, counted from epoch 0
+    assert sampler.state_dict() == {"epoch": 0, "position": 0, "curriculum_position": 2000}
+    epoch = [next(batches) for _ in range(len(sampler))]
+    assert sorted(i for batch in epoch for i in batch) == list(range(len(lengths)))
+
+
+def test_a_curriculum_resumes_exactly_and_its_shards_take_turns():
+    lengths = random_lengths()
+    competence = Competence.of(np.array([t for _, t in lengths], dtype=float), steps=40)
+    sampler = TokenBatchSampler(lengths, max_tokens=400, seed=7, competence=competence)
+    batches = iter(sampler)
+    for _ in range(25):
+        next(batches)
+    state = sampler.state_dict()
+    remaining = [next(batches) for _ in range(30)]
+    resumed = TokenBatchSampler(lengths, max_tokens=400, seed=7, competence=competence)
+    resumed.load_state_dict(state)
+    again = iter(resumed)
+    assert [next(again) for _ in range(30)] == remaining
+    shards = [iter(TokenBatchSampler(lengths, max_tokens=100, seed=7, num_shards=2,
+                                     shard_index=k, competence=competence)) for k in (0, 1)]
+    first = [next(shard) for shard in shards]
+    assert not set(first[0]) & set(first[1])  # two different batches of the same pass
+
+
+def test_source_difficulty_by_length_and_by_rarity():
+    from translator.encoded import EncodedCorpus
+    # pairs: [1, 1], [1, 2], [3]: piece 1 is common, 2 and 3 are rare
+    corpus = EncodedCorpus(np.array([1, 1, 1, 2, 3]), np.array([0, 2, 4, 5]),
+                           np.array([1, 1, 1]), np.array([0, 1, 2, 3]))
+    assert corpus.source_difficulty("length").tolist() == [2, 2, 1]
+    rarity = corpus.source_difficulty("rarity")
+    assert rarity == pytest.approx([2 * np.log(5 / 3), np.log(5 / 3) + np.log(5), np.log(5)])
+    assert rarity[1] > rarity[0]  # same length, a rarer word
 
 
 def test_unshuffled_batches_are_sorted_by_length_and_stable():

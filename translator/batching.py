@@ -16,6 +16,45 @@ import numpy as np
 import torch
 
 
+@dataclass(frozen=True)
+class Competence:
+    """A competence-based curriculum (Platanios et al. 2019, square-root competence): at
+    batch t of the first ``steps``, only the easiest c(t) of the pairs may be drawn,
+    c(t) = √(t(1 − c0²)/steps + c0²), from c0 = ``initial`` up to all of them. c(t) is rounded
+    up to a ``levels``-th, so the eligible pairs are batched afresh at most ``levels`` times."""
+
+    difficulty: np.ndarray  # [n] each pair's rank by difficulty as a share, in (0, 1]
+    steps: int
+    initial: float = 0.01
+    levels: int = 20
+
+    @classmethod
+    def of(cls, difficulty: np.ndarray, steps: int) -> Competence:
+        """From any difficulty score per pair (higher: harder); ties by position."""
+        ranks = np.empty(len(difficulty), dtype=np.float64)
+        ranks[np.argsort(difficulty, kind="stable")] = np.arange(1, len(difficulty) + 1)
+        return cls(ranks / max(len(difficulty), 1), steps)
+
+    def at(self, step: int | np.ndarray) -> np.ndarray:
+        """c(step) rounded up to a level (1.0 from ``steps`` on)."""
+        c0 = self.initial
+        exact = np.sqrt(np.minimum(np.asarray(step) / self.steps, 1.0) * (1 - c0 * c0) + c0 * c0)
+        return np.ceil(np.round(exact * self.levels, 9)) / self.levels
+
+    def level(self, step: int) -> tuple[float, int]:
+        """(the level at ``step``, the first step at that level)."""
+        level = float(self.at(step))
+        # c(t) is increasing, so the level's first step is found by bisection
+        low, high = 0, step
+        while low < high:
+            middle = (low + high) // 2
+            if self.at(middle) < level:
+                low = middle + 1
+            else:
+                high = middle
+        return level, low
+
+
 class TokenBatchSampler:
     """Batches of sentence indices whose padded size stays within `max_tokens`.
 
@@ -43,6 +82,7 @@ class TokenBatchSampler:
         shuffle: bool = True,
         num_shards: int = 1,
         shard_index: int = 0,
+        competence: Competence | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -59,14 +99,21 @@ class TokenBatchSampler:
         self.position = 0
         self._batches_per_shard: int | None = None  # counted on first use
         self._cached: tuple[int, list[list[int]]] | None = None  # one epoch's batches
+        # a curriculum's first steps draw from the easiest pairs only (see Competence)
+        self.competence = competence
+        self.curriculum_position = 0  # this shard's batches handed out under the curriculum
+        self._level_cache: dict = {}  # the current level's batches, by pass
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
         order = list(range(len(self.lengths)))
         rng = random.Random(f"{self.seed}:{epoch}")
         if self.shuffle:
             rng.shuffle(order)
+        return self._cut(np.asarray(order, dtype=np.int64), rng)
+
+    def _cut(self, shuffled: np.ndarray, rng: random.Random) -> list[list[int]]:
+        """The pairs ``shuffled`` (indices, in random order) as batches in random order."""
         # Sort by (source, target) length; lexsort is stable, so ties keep their random order.
-        shuffled = np.asarray(order, dtype=np.int64)
         keys = self.lengths[shuffled]
         ordered = shuffled[np.lexsort((keys[:, 1], keys[:, 0]))]
         sources, targets = self.lengths[ordered].T.tolist() if len(ordered) else ([], [])
@@ -98,7 +145,31 @@ class TokenBatchSampler:
         batches = self._all_batches(epoch)[self.shard_index :: self.num_shards]
         return batches[: len(self)]
 
+    def _curriculum_batch(self, step: int) -> list[int]:
+        """This shard's batch at curriculum step ``step``: the pairs eligible at the step's
+        level, cut into batches afresh for each pass over them; shards take turns."""
+        level, first_step = self.competence.level(step)
+        turn = (step - first_step) * self.num_shards + self.shard_index
+        count = len(self._level_batches(level, 0))  # the same for every pass
+        passes, index = divmod(turn, count)
+        return self._level_batches(level, passes)[index]
+
+    def _level_batches(self, level: float, passes: int) -> list[list[int]]:
+        if self._level_cache.get("level") != level:  # a new level: forget the last one's
+            self._level_cache = {"level": level}
+        if passes not in self._level_cache:
+            eligible = np.flatnonzero(self.competence.difficulty <= level).tolist()
+            rng = random.Random(f"{self.seed}:curriculum:{level}:{passes}")
+            rng.shuffle(eligible)
+            self._level_cache[passes] = self._cut(np.asarray(eligible, dtype=np.int64), rng)
+        return self._level_cache[passes]
+
     def __iter__(self) -> Iterator[list[int]]:
+        if self.competence is not None:
+            while self.curriculum_position < self.competence.steps:
+                batch = self._curriculum_batch(self.curriculum_position)
+                self.curriculum_position += 1
+                yield batch
         batches = self.epoch_batches(self.epoch)
         while self.position < len(batches):
             batch = batches[self.position]
@@ -114,12 +185,14 @@ class TokenBatchSampler:
         return self._batches_per_shard
 
     def state_dict(self) -> dict[str, int]:
+        curriculum = {"curriculum_position": self.curriculum_position} if self.competence else {}
         if self.position >= len(self):  # the epoch is used up: resume at the next one
-            return {"epoch": self.epoch + 1, "position": 0}
-        return {"epoch": self.epoch, "position": self.position}
+            return {"epoch": self.epoch + 1, "position": 0, **curriculum}
+        return {"epoch": self.epoch, "position": self.position, **curriculum}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self.curriculum_position = int(state.get("curriculum_position", 0))
 
 
 def padding_fraction(batches: list[list[int]], lengths: list[tuple[int, int]]) -> float:

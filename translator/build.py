@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from translator.batching import Batch, TokenBatchSampler, alignment_targets
+from translator.batching import Batch, Competence, TokenBatchSampler, alignment_targets
 from translator.config import Config, ModelConfig, TrainConfig
 from translator.data import Pair, WordLinks, load_train_links
 from translator.device import resolve_device, resolve_precision
@@ -235,8 +235,12 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     budget = Budget(cfg)
     optimizer, scheduler = build_optimizer(model, cfg, budget)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    competence = None
+    if cfg.curriculum != "none" and cfg.curriculum_steps > 0:
+        competence = Competence.of(train_data.ids.source_difficulty(cfg.curriculum),
+                                   cfg.curriculum_steps * cfg.accumulate)
     sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
-                                num_shards=world_size, shard_index=rank)
+                                num_shards=world_size, shard_index=rank, competence=competence)
     return Run(config, run_dir, rank, world_size, device, precision, prepared.splits, tokenizer,
                train_data, dev_data, model, optimizer, scheduler, scaler, sampler, budget)
 

@@ -171,6 +171,12 @@ class TrainConfig:
     clip_norm: float = 1.0  # clip the gradient norm to this; 0 turns clipping off
     word_dropout: float = 0.0  # share of source pieces replaced by <unk> in training batches
     average_last: int = 0  # ≥ 2: average the weights of the last N validations at the end
+    # competence-based curriculum (Platanios et al. 2019): the first curriculum_steps steps
+    # draw only from the easiest c(t) of the pairs, c(t) = √(t(1 − c0²)/T + c0²), c0 = 0.01;
+    # "rarity" ranks pairs by their source's summed −log unigram probability, "length" by its
+    # pieces; "none" (or curriculum_steps 0) samples every pair from the first step
+    curriculum: str = "none"
+    curriculum_steps: int = 0
     # guided alignment (Garg et al. 2019): λ · cross-entropy between one decoder layer's
     # cross-attention and the word-alignment links of the pair (0 turns it off)
     alignment_weight: float = 0.0
@@ -203,7 +209,10 @@ class TrainConfig:
             raise ValueError(f"schedule must be inverse_sqrt or linear, not {self.schedule!r}")
         if not 0.0 <= self.decay_start < 1.0 or not 0.0 <= self.word_dropout < 1.0:
             raise ValueError("decay_start and word_dropout must be at least 0 and below 1")
-        for name in ("alignment_weight", "average_last"):
+        if self.curriculum not in ("none", "rarity", "length"):
+            raise ValueError(f"curriculum must be none, rarity or length, not "
+                             f"{self.curriculum!r}")
+        for name in ("alignment_weight", "average_last", "curriculum_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
 

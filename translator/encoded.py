@@ -137,6 +137,18 @@ class EncodedCorpus:
         bos), what TokenBatchSampler sorts."""
         return np.stack([np.diff(self._source[1]), np.diff(self._target[1])], axis=1) + 1
 
+    def source_difficulty(self, measure: str) -> np.ndarray:
+        """[n]: how hard each pair's source is, for a curriculum: "length" in pieces, or
+        "rarity", the sum of its pieces' −log unigram probabilities in this corpus (Platanios
+        et al. 2019), which grows with length and with rare words."""
+        ids, offsets = self._source
+        if measure == "length":
+            return np.diff(offsets).astype(np.float64)
+        counts = np.bincount(ids).astype(np.float64)
+        surprisal = -np.log(counts[ids] / len(ids))
+        running = np.concatenate([[0.0], np.cumsum(surprisal)])
+        return running[offsets[1:]] - running[offsets[:-1]]
+
     @property
     def source_ids(self) -> Sequence[list[int]]:
         return _IdLists(*self._source)
