@@ -294,3 +294,40 @@ def test_tokenizer_trains_on_a_sample_of_the_configured_size(tmp_path, corpus_fi
     prepare_data(config, run_dir_tokenizer(tmp_path, "run1"))
     assert len(seen["sources"]) == len(seen["targets"]) == 100  # joint: 200 sentences in all
     assert len(set(seen["sources"])) == 100
+
+
+# ---------------------------------------------------------------- cache housekeeping
+
+
+def test_the_cache_command_lists_and_clears_entries_by_last_use(tmp_path, corpus_files,
+                                                               capsys):
+    import os
+    import time
+
+    from translator.cli import main
+    config = make_config(tmp_path, corpus_files)
+    prepare_data(config, run_dir_tokenizer(tmp_path, "run1"))
+    root = tmp_path / "cache"
+    entries = encoded.cache_entries(root)
+    assert sorted(entry.kind for entry in entries) == ["data", "encoded", "tokenizer"]
+    assert all(entry.size > 0 for entry in entries)
+    (root / ".data-0123.99.tmp").mkdir()  # what a stopped build leaves
+    (root / "notes.txt").write_text("not an entry")
+    # the data entry was last used 10 days ago; a second run then reads it (and so renews it)
+    data = next(entry for entry in entries if entry.kind == "data")
+    old = time.time() - 10 * 86400
+    for entry in entries:
+        os.utime(entry.path / encoded.META, (old, old))
+    assert main(["cache", "list", "--dir", str(root)]) == 0
+    listed = capsys.readouterr().out
+    assert "4 entries" in listed and "unfinished" in listed and "10.0 days ago" in listed
+    prepare_data(make_config(tmp_path, corpus_files, "tokenizer.vocab_size=500"),
+                 run_dir_tokenizer(tmp_path, "run2"))  # reuses the data entry only
+    assert main(["cache", "clear", "--older-than", "5", "--dir", str(root)]) == 0
+    assert "removed 2 entries" in capsys.readouterr().out  # the old tokenizer and ids
+    kinds = sorted(entry.kind for entry in encoded.cache_entries(root))
+    assert kinds == ["data", "encoded", "tokenizer", "unfinished"] and data.path.is_dir()
+    assert main(["cache", "clear", "--dir", str(root)]) == 0
+    assert encoded.cache_entries(root) == [] and (root / "notes.txt").is_file()
+    assert main(["cache", "list", "--older-than", "1", "--dir", str(root)]) == 2
+    assert "--older-than" in capsys.readouterr().err

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from translator.drawing import (
     draw_showcase,
     draw_translations,
 )
-from translator.encoded import held_out_pairs
+from translator.encoded import cache_entries, cache_folder, clear_cache, held_out_pairs
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, direction_pairs
 from translator.lines import ICONV_HINT, decode_lines, read_lines
@@ -451,6 +452,51 @@ def run_plot_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- cache
+
+
+def cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("list", "clear"),
+                        help="list: the entries with sizes and last use; clear: remove them")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="the cache folder (default: the one --config names, "
+                        "runs/cache for the default config)")
+    parser.add_argument("--config", default=None,
+                        help="a config whose data.cache_dir (or train.output_dir/cache) to use")
+    parser.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+                        help="clear: only entries no run has read for more than DAYS days")
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def run_cache(args: argparse.Namespace) -> int:
+    if args.older_than is not None and (args.action != "clear" or args.older_than < 0):
+        raise TranslatorError("--older-than takes a number of days ≥ 0, with clear")
+    root = args.dir or cache_folder(load_config(args.config))
+    if root is None:
+        raise TranslatorError("that config turns the cache off (data.cache: false); "
+                              "name a folder with --dir")
+    if args.action == "clear":
+        removed = clear_cache(root, args.older_than)
+        print(f"removed {len(removed)} entries ({_size(sum(e.size for e in removed))}) "
+              f"from {root}")
+        return 0
+    entries = cache_entries(root)
+    now = time.time()
+    for entry in entries:
+        days = (now - entry.last_used) / 86400
+        print(f"{_size(entry.size):>10}  {entry.kind:<10}  used {days:5.1f} days ago  "
+              f"{entry.path.name}")
+    print(f"{len(entries)} entries, {_size(sum(e.size for e in entries))} in {root}")
+    return 0
+
+
 # ---------------------------------------------------------------- serve
 
 
@@ -515,6 +561,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "serve": ("Serve a trained run over HTTP: POST /translate (OpenNMT-py's REST shape), "
               "GET / (the attention explorer of a typed sentence), /health, /models.",
               serve_arguments, run_serve),
+    "cache": ("List or clear the data cache (clean splits, tokenizers, encoded arrays) that "
+              "lets a second run start at once.", cache_arguments, run_cache),
     "export-ct2": ("Export a trained run to CTranslate2 (pip install -e \".[ct2]\"), for "
                    "translate --backend ct2 and serve --backend ct2.", export_ct2_arguments,
                    run_export_ct2),

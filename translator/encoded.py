@@ -384,6 +384,10 @@ class _Entry:
             return False
         problem = self.problem(set(skip_hash))
         if problem is None:
+            try:  # meta.json's time is the entry's last use, what `cache clear` ages by
+                os.utime(self.path / META)
+            except OSError:
+                pass  # a read-only cache is still a cache
             return True
         self.discard(problem)
         return False
@@ -435,6 +439,46 @@ class _Entry:
                              "free space or set data.cache_dir (or data.cache=false)") from None
         finally:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A folder of the cache, as `python -m translator cache list` shows it."""
+
+    path: Path
+    kind: str  # data, tokenizer or encoded; "unfinished": left by a build that was stopped
+    size: int  # bytes
+    last_used: float  # seconds since the epoch: when a run last read it (or it was built)
+
+
+def cache_entries(root: Path) -> list[CacheEntry]:
+    """Every entry in the cache folder ``root``, least recently used first ([] if none)."""
+    if not root.is_dir():
+        return []
+    entries = []
+    for path in root.iterdir():
+        if not path.is_dir() or "-" not in path.name:
+            continue  # not ours: leave it alone
+        unfinished = path.name.startswith(".") and path.name.endswith(".tmp")
+        kind = "unfinished" if unfinished else path.name.split("-", 1)[0]
+        files = [file for file in path.rglob("*") if file.is_file()]
+        meta = path / META
+        last_used = (meta if meta.is_file() else path).stat().st_mtime
+        entries.append(CacheEntry(path, kind, sum(file.stat().st_size for file in files),
+                                  last_used))
+    return sorted(entries, key=lambda entry: entry.last_used)
+
+
+def clear_cache(root: Path, older_than_days: float | None = None,
+                now: float | None = None) -> list[CacheEntry]:
+    """Remove the entries of ``root`` (those unused for more than ``older_than_days`` days,
+    when given) and return them. A run that needs one again rebuilds it."""
+    cutoff = (now or time.time()) - (older_than_days or 0) * 86400
+    removed = [entry for entry in cache_entries(root)
+               if older_than_days is None or entry.last_used < cutoff]
+    for entry in removed:
+        shutil.rmtree(entry.path)
+    return removed
 
 
 # ---------------------------------------------------------------- the three stages
