@@ -252,7 +252,7 @@ def test_ids_that_do_not_fit_the_tokenizer_are_not_trusted(tmp_path, corpus_file
     ids[0] = 65000
     np.save(folder / "source_ids.npy", ids)
     meta = encoded._Entry(tmp_path / "cache", "encoded", folder.name.split("-", 1)[1], "ids")
-    files = {p.name: [p.stat().st_size, encoded._file_digest(p)] for p in folder.iterdir()
+    files = {p.name: [p.stat().st_size, encoded.file_digest(p)] for p in folder.iterdir()
              if p.name != "meta.json"}
     (folder / "meta.json").write_text(encoded.json.dumps({"key": meta.key, "files": files}))
     with pytest.warns(CacheWarning, match="outside the vocabulary"):

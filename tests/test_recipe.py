@@ -234,9 +234,8 @@ def test_without_eflomal_a_users_data_trains_unguided_and_says_so(tmp_path, monk
     rows = read_split("train")[:400]
     (tmp_path / "train.tsv").write_text("".join(f"{h}\t{e}\n" for h, e, _ in rows),
                                         encoding="utf-8")
-    cfg = DataConfig(source="files", train_path=str(tmp_path / "train.tsv"))
     with pytest.raises(AlignerMissingError):
-        load_train_links(cfg)
+        data.eflomal_links([(h, e) for h, e, _ in rows])
     config = load_config(ROOT / "configs" / "smoke.yaml", [
         "data.source=files", f"data.train_path={tmp_path / 'train.tsv'}",
         "train.alignment_weight=0.5", f"train.output_dir={tmp_path / 'runs'}"])
@@ -245,6 +244,61 @@ def test_without_eflomal_a_users_data_trains_unguided_and_says_so(tmp_path, monk
     err = capsys.readouterr().err
     assert "guided alignment is off for this run: the eflomal word aligner is not installed" in err
     assert "pip install -e '.[align]'" in err
+
+
+def fake_eflomal(calls):
+    """run_eflomal's stand-in: word i of each side linked to word i, the rows remembered."""
+    def align(hindi, english, *args, **kwargs):
+        calls.append(list(zip(hindi, english)))
+        return [[(i, i) for i in range(min(len(h.split()), len(e.split())))]
+                for h, e in zip(hindi, english)]
+    return align
+
+
+def test_own_data_is_aligned_once_over_its_clean_pairs_and_the_links_are_cached(
+        tmp_path, monkeypatch):
+    """eflomal runs on the clean, de-duplicated pairs (not the raw rows), once: a second run
+    (and a resume) reads the piece links back from the cache as arrays; a damaged entry is
+    rebuilt."""
+    calls = []
+    monkeypatch.setattr(data, "run_eflomal", fake_eflomal(calls))
+    rows = read_split("train")[:300]
+    lines = "".join(f"{h}\t{e}\n" for h, e, _ in rows)
+    (tmp_path / "train.tsv").write_text(lines + lines[: lines.index("\n") + 1],  # a duplicate
+                                        encoding="utf-8")
+    overrides = ["data.source=files", f"data.train_path={tmp_path / 'train.tsv'}",
+                 "train.alignment_weight=0.5", f"train.output_dir={tmp_path / 'runs'}"]
+    config = load_config(ROOT / "configs" / "smoke.yaml", overrides)
+    first = build_run(config, RunDir.new(tmp_path / "runs"))
+    assert len(calls) == 1 and len(calls[0]) == len(first.train_data.pairs) < 301
+    assert calls[0][0] == (first.train_data.pairs[0].source, first.train_data.pairs[0].target)
+    links = first.train_data.piece_links
+    assert links.linked == len(first.train_data.pairs)
+    batch = first.train_data.batch([0, 1], first.tokenizer, torch.device("cpu"))
+    assert batch.alignment is not None and batch.alignment.sum() > 0
+
+    second = build_run(config, RunDir.new(tmp_path / "runs"))
+    assert len(calls) == 1  # from the cache
+    assert [second.train_data.piece_links[i] for i in range(20)] == \
+        [links[i] for i in range(20)]
+    entry = next((tmp_path / "runs" / "cache").glob("links-*"))
+    np.save(entry / "link_offsets.npy", np.zeros(3, dtype=np.int64))  # damaged
+    with pytest.warns(UserWarning, match="damaged"):
+        build_run(config, RunDir.new(tmp_path / "runs"))
+    assert len(calls) == 2
+
+
+def test_both_directions_align_each_hindi_english_pair_once(monkeypatch):
+    from translator.build import pair_word_links
+    calls = []
+    monkeypatch.setattr(data, "run_eflomal", fake_eflomal(calls))
+    pairs = [Pair("<2en> राम घर गया", "Ram went home"), Pair("<2hi> Ram went home", "राम घर गया"),
+             Pair("<2en> नमस्ते", "Hello")]
+    config = load_config(None, ["data.source=files", "data.train_path=x.tsv",
+                                "data.direction=both"])
+    links = pair_word_links(config, pairs)
+    assert calls == [[("राम घर गया", "Ram went home"), ("नमस्ते", "Hello")]]
+    assert links == [[(0, 0), (1, 1), (2, 2)], [(0, 0), (1, 1), (2, 2)], [(0, 0)]]
 
 
 def test_shift_reading_takes_each_words_row_one_step_later():
@@ -289,14 +343,15 @@ def test_guided_alignment_of_both_directions_counts_the_tag_and_swaps_the_links(
     links = {(hindi, english): [(0, 0), (1, 2), (2, 1)]}  # राम-Ram, घर-home, गया-went
     split = hand_split([Pair(f"<2en> {hindi}", english), Pair(f"<2hi> {english}", hindi)],
                        [[10, *HINDI_IDS], [11, *ENGLISH_IDS]], [ENGLISH_IDS, HINDI_IDS])
-    hi_en, en_hi = pair_piece_links(split, HandPieces(), links, "both")
+    word_links = [links[(hindi, english)]] * 2  # both copies: the Hindi-first links
+    hi_en, en_hi = pair_piece_links(split, HandPieces(), word_links, "both")
     # राम(1)-▁Ram(0), घर(2)-▁home(3), ▁ग(3) and या(4) - ▁we(1) and nt(2)
     assert hi_en == [(1, 0), (2, 3), (3, 1), (3, 2), (4, 1), (4, 2)]
     # ▁Ram(1)-राम(0), ▁we(2) and nt(3) - ▁ग(2) and या(3), ▁home(4)-घर(1)
     assert en_hi == [(1, 0), (2, 2), (2, 3), (3, 2), (3, 3), (4, 1)]
     untagged = hand_split([Pair(hindi, english)], [HINDI_IDS], [ENGLISH_IDS])
-    assert [(s + 1, t) for s, t in pair_piece_links(untagged, HandPieces(), links,
-                                                    "hi-en")[0]] == hi_en
+    assert [(s + 1, t) for s, t in next(pair_piece_links(untagged, HandPieces(),
+                                                         word_links, "hi-en"))] == hi_en
     # the targets of the hi→en copy: [target pieces + EOS, tag + source pieces + EOS]
     targets = alignment_targets([hi_en], target_len=5, source_len=6)[0]
     expected = torch.zeros(5, 6)

@@ -9,28 +9,52 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from translator import links as links_module
 from translator.batching import Batch, Competence, TokenBatchSampler, alignment_targets
-from translator.config import Config, ModelConfig, TrainConfig
-from translator.data import Pair, WordLinks, load_train_links
+from translator.config import Config, DataConfig, ModelConfig, TrainConfig
+from translator.data import (
+    Pair,
+    eflomal_links,
+    embedded_corpus_dir,
+    load_train_links,
+    ships_links,
+)
 from translator.device import resolve_device, resolve_precision
 from translator.direction import Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
 from translator.dropout import seed_dropout
-from translator.encoded import EncodedCorpus, prepare_data
+from translator.encoded import (
+    EncodedCorpus,
+    PreparedData,
+    cached_piece_links,
+    file_digest,
+    prepare_data,
+    source_hash,
+)
 from translator.errors import TranslatorError
-from translator.links import AlignerMissingError, Link, LinksError, piece_links, swap
+from translator.links import (
+    DEFAULT_SYMMETRIZATION,
+    AlignerMissingError,
+    Link,
+    LinksError,
+    piece_links,
+    swap,
+)
 from translator.model import Transformer
 from translator.recipe import Budget, build_optimizer
 from translator.reporting import log, say, setup_logging
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer, piece_words
+
+# the code that turns word links into a run's piece links: an edit makes new cache entries
+LINKS_CODE = source_hash(__file__, links_module.__file__)
 
 # ---------------------------------------------------------------- encoded data
 
@@ -40,7 +64,7 @@ class EncodedSplit:
     pairs: Sequence[Pair]
     ids: EncodedCorpus  # the pairs' token ids, as arrays (translator.encoded)
     # per pair, (source piece, target piece) links for guided alignment, or None
-    piece_links: list[list[Link] | None] | None = None
+    piece_links: Sequence[list[Link] | None] | None = None
 
     @property
     def source_ids(self) -> Sequence[list[int]]:
@@ -61,35 +85,53 @@ class EncodedSplit:
         return batch.to(device)
 
 
-def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer, links: WordLinks,
-                     direction: str) -> list[list[Link] | None]:
-    """Each pair's word links (Hindi-first, looked up by its text) as (source piece, target
-    piece) links of its encoded ids; None for pairs without links or whose links do not fit
-    the pieces (a sentence cut at max_positions). For direction "both" a source's tag is its
-    first piece, so its words' pieces stand one further on, and an en→hi pair takes the
-    swapped links of its hi→en twin."""
+def hindi_first_key(pair: Pair, direction: Direction) -> tuple[str, str]:
+    """A training pair as (hindi, english), its tag removed: what word links are made for."""
+    language, source = split_tag(pair.source) if direction.both else (None, pair.source)
+    return (source, pair.target) if direction.hindi_first(language) else (pair.target, source)
+
+
+def pair_word_links(config: Config, pairs: Sequence[Pair]) -> list[list[Link] | None]:
+    """Each training pair's Hindi-first word links: the embedded corpus's shipped links or
+    data.train_alignment_path's (made for the raw rows, found by text), else eflomal run once
+    over the clean pairs themselves (each Hindi–English pair once, for "both")."""
+    direction = Direction(config.data.direction)
+    keys = [hindi_first_key(pair, direction) for pair in pairs]
+    if ships_links(config.data):
+        keyed = load_train_links(config.data)
+        return [keyed.get(key) for key in keys]
+    unique = list(dict.fromkeys(keys))
+    links = eflomal_links(unique)
+    if len(unique) == len(keys):  # every pair once (de-duplicated, one direction)
+        return list(links)
+    by_key = dict(zip(unique, links))
+    return [by_key[key] for key in keys]
+
+
+def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer,
+                     word_links: Sequence[list[Link] | None], direction: str
+                     ) -> Iterator[list[Link] | None]:
+    """Each pair's Hindi-first ``word_links`` as (source piece, target piece) links of its
+    encoded ids; None for pairs without links or whose links do not fit the pieces (a
+    sentence cut at max_positions). For direction "both" a source's tag is its first piece,
+    so its words' pieces stand one further on, and an en→hi pair takes its links swapped."""
     direction = Direction(direction)
-    found: list[list[Link] | None] = []
-    for pair, source_ids, target_ids in zip(split.pairs, split.source_ids, split.target_ids):
-        language, source = split_tag(pair.source) if direction.both else (None, pair.source)
-        hindi_first = direction.hindi_first(language)
-        key = (source, pair.target) if hindi_first else (pair.target, source)
-        word_links = links.get(key)
-        if not word_links:
-            found.append(None)
+    for pair, links, source_ids, target_ids in zip(split.pairs, word_links, split.source_ids,
+                                                   split.target_ids):
+        if not links:
+            yield None
             continue
+        language = split_tag(pair.source)[0] if direction.both else None
         tag = int(language is not None)  # the tag's piece, before the words' pieces
         _, source_word = piece_words(tokenizer.source_pieces(source_ids[tag:]))
         _, target_word = piece_words(tokenizer.target_pieces(target_ids))
         try:
-            pieces = piece_links(word_links if hindi_first else swap(word_links),
+            pieces = piece_links(links if direction.hindi_first(language) else swap(links),
                                  source_word, target_word)
         except LinksError:
-            found.append(None)
+            yield None
             continue
-        found.append([(source_piece + tag, target_piece) for source_piece, target_piece
-                      in pieces])
-    return found
+        yield [(source_piece + tag, target_piece) for source_piece, target_piece in pieces]
 
 
 # ---------------------------------------------------------------- building a run
@@ -130,25 +172,41 @@ def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConf
                                share_embeddings=model.share_embeddings and tokenizer.joint)
 
 
-def guided_alignment_targets(config: Config, train_data: EncodedSplit, tokenizer: Tokenizer
-                             ) -> Config:
-    """Give ``train_data`` its piece links for guided alignment. Without eflomal (an optional
-    extra) for data that ships no links, the run goes on unguided, saying what that costs and
-    how to get it back; the config returned then says alignment_weight 0, as the run trains."""
+def guided_alignment_targets(config: Config, prepared: PreparedData, train_data: EncodedSplit,
+                             rank: int = 0) -> Config:
+    """Give ``train_data`` its piece links for guided alignment, from the cache when it has
+    them. Without eflomal (an optional extra) for data that ships no links, the run goes on
+    unguided, saying what that costs and how to get it back; the config returned then says
+    alignment_weight 0, as the run trains."""
+    tokenizer = prepared.tokenizer
     try:
-        links = load_train_links(config.data)
+        train_data.piece_links, source = cached_piece_links(
+            prepared, links_settings(config.data), rank=rank,
+            make=lambda: pair_piece_links(train_data, tokenizer,
+                                          pair_word_links(config, train_data.pairs),
+                                          config.data.direction))
     except AlignerMissingError as error:
         say(f"warning: guided alignment is off for this run: {error}. Without it the "
             "heatmaps align less well and test chrF was 4 points lower on the embedded corpus "
             "(docs/alignment.md)")
         return dataclasses.replace(config, train=dataclasses.replace(config.train,
                                                                      alignment_weight=0.0))
-    train_data.piece_links = pair_piece_links(train_data, tokenizer, links,
-                                              config.data.direction)
-    linked = sum(links is not None for links in train_data.piece_links)
-    log.info("guided alignment: word links for %d of %d training pairs", linked,
-             len(train_data.pairs))
+    log.info("guided alignment: word links for %d of %d training pairs (%s)",
+             train_data.piece_links.linked, len(train_data.pairs), source)
     return config
+
+
+def links_settings(cfg: DataConfig) -> dict:
+    """What the training pairs' links are made from, for their cache key: the links file (or
+    the embedded corpus's), else eflomal and its settings; and the code that makes them."""
+    if cfg.train_alignment_path is not None:
+        origin = {"file": file_digest(Path(cfg.train_alignment_path))}
+    elif cfg.source == "embedded":
+        origin = {"file": file_digest(embedded_corpus_dir() / "train.align")}
+    else:  # run_eflomal's defaults
+        origin = {"aligner": "eflomal", "symmetrisation": DEFAULT_SYMMETRIZATION,
+                  "samplers": 3, "iterations": 1.0}
+    return {**origin, "direction": cfg.direction, "code": LINKS_CODE}
 
 
 class RunTooLargeError(TranslatorError):
@@ -230,7 +288,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
     check_fits(config.model, cfg.batch_tokens, device)
     if cfg.alignment_weight > 0:
-        config = guided_alignment_targets(config, train_data, tokenizer)
+        config = guided_alignment_targets(config, prepared, train_data, rank)
     model = Transformer(config.model).to(device)
     budget = Budget(cfg)
     optimizer, scheduler = build_optimizer(model, cfg, budget)

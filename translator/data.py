@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -686,22 +686,23 @@ WordLinks = dict[tuple[str, str], list[Link]]  # (hindi, english), normalised ->
 
 
 def load_train_links(cfg: DataConfig) -> WordLinks:
-    """Word links of the raw train rows, keyed by the normalised (hindi, english) pair, so
-    they follow their pairs through filtering and de-duplication: the embedded corpus's
-    shipped links, ``cfg.train_alignment_path``, or eflomal run on the train rows. A pair
-    whose words changed under normalisation keeps no links."""
+    """Word links made for the raw train rows, keyed by the normalised (hindi, english) pair,
+    so they follow their pairs through filtering and de-duplication: the embedded corpus's
+    shipped links, or ``cfg.train_alignment_path``'s. A pair whose words changed under
+    normalisation keeps no links. (Data without either gets eflomal's links of its clean
+    pairs instead: `eflomal_links`.)"""
     if cfg.source == "embedded" and cfg.train_alignment_path is None:
         rows = [(hindi, english) for hindi, english, _ in read_split("train")]
         links = read_split_links("train")
     else:
+        if cfg.train_alignment_path is None:
+            raise DataError("these data ship no word links: give data.train_alignment_path, "
+                            "or let eflomal align the clean pairs (translator.build)")
         rows = list(_raw_splits(cfg)["train"])
-        if cfg.train_alignment_path is not None:
-            _require_file(Path(cfg.train_alignment_path), "; give the Pharaoh file of the train "
-                          "rows as data.train_alignment_path")
-            links = read_pharaoh(cfg.train_alignment_path, word_counts(h for h, _ in rows),
-                                 word_counts(e for _, e in rows))
-        else:
-            links = _eflomal_links(rows)
+        _require_file(Path(cfg.train_alignment_path), "; give the Pharaoh file of the train "
+                      "rows as data.train_alignment_path")
+        links = read_pharaoh(cfg.train_alignment_path, word_counts(h for h, _ in rows),
+                             word_counts(e for _, e in rows))
     keyed: WordLinks = {}
     for (hindi, english), pair_links in zip(rows, links):
         raw_counts = (len(hindi.split()), len(english.split()))
@@ -711,7 +712,14 @@ def load_train_links(cfg: DataConfig) -> WordLinks:
     return keyed
 
 
-def _eflomal_links(rows: list[tuple[str, str]]) -> list[list[Link]]:
+def ships_links(cfg: DataConfig) -> bool:
+    """Whether ``cfg``'s train rows come with word links (the embedded corpus's, or a file)."""
+    return cfg.train_alignment_path is not None or cfg.source == "embedded"
+
+
+def eflomal_links(rows: Sequence[tuple[str, str]]) -> list[list[Link]]:
+    """Hindi-first word links of (hindi, english) ``rows`` from eflomal, run once over all of
+    them (the default symmetrisation, as the embedded corpus's shipped links)."""
     log.info("running eflomal on %d train pairs for guided alignment", len(rows))
     try:
         return run_eflomal([h for h, _ in rows], [e for _, e in rows])

@@ -67,15 +67,16 @@ from translator.tokenizer import Tokenizer, TokenizerError
 log = logging.getLogger(__name__)
 
 
-def _source_hash(*paths: str) -> str:
+def source_hash(*paths: str) -> str:
+    """A short hash of these source files, for cache keys: an edit makes new entries."""
     return hashlib.sha256(b"".join(Path(path).read_bytes() for path in paths)).hexdigest()[:16]
 
 
 # The code that makes an entry is part of its key: a change of normalisation, filters,
 # SentencePiece training or encoding (a new version of the package, or an edit) makes new
 # entries instead of reusing old ones.
-DATA_CODE = _source_hash(data_module.__file__, direction_module.__file__, __file__)
-TOKENIZER_CODE = _source_hash(tokenizer_module.__file__)
+DATA_CODE = source_hash(data_module.__file__, direction_module.__file__, __file__)
+TOKENIZER_CODE = source_hash(tokenizer_module.__file__)
 TOKENIZER_SAMPLE_SEED = 0  # the sample SentencePiece trains on does not follow train.seed
 META = "meta.json"
 ID_FILES = ("source_ids", "source_offsets", "target_ids", "target_offsets")
@@ -356,7 +357,7 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     digest = hashlib.blake2b(digest_size=16)
     with path.open("rb") as file:
         while chunk := file.read(1 << 22):
@@ -411,7 +412,7 @@ class _Entry:
                 return f"{name} is missing"
             if path.stat().st_size != size:
                 return f"{name} has {path.stat().st_size} bytes, not {size}"
-            if name not in skip_hash and _file_digest(path) != digest:
+            if name not in skip_hash and file_digest(path) != digest:
                 return f"{name} does not match its hash"
         return None
 
@@ -423,7 +424,7 @@ class _Entry:
         temporary.mkdir(parents=True)
         try:
             extra = fill(temporary)
-            files = {path.name: [path.stat().st_size, _file_digest(path)]
+            files = {path.name: [path.stat().st_size, file_digest(path)]
                      for path in sorted(temporary.iterdir())}
             (temporary / META).write_text(json.dumps({"key": self.key, "files": files, **extra},
                                                      indent=1), encoding="utf-8")
@@ -511,6 +512,7 @@ class PreparedData:
     report: dict[str, Counter[str]]
     cache_dir: Path | None
     stages: dict[str, Stage] = field(default_factory=dict)
+    encoded_key: str | None = None  # the train ids' cache key: what their links are keyed by
 
     @property
     def splits(self) -> dict[str, Sequence[Pair]]:
@@ -678,13 +680,13 @@ def _prepare(config: Config, tokenizer_dir: Path, tokenizer_from_run: bool) -> P
     stages["tokenizer"] = Stage(started, time.perf_counter(), source)
 
     started = time.perf_counter()
-    train, source = _encoded_train(clean, tokenizer, root, max_tokens)
+    train, source, encoded_key = _encoded_train(clean, tokenizer, root, max_tokens)
     dev = EncodedCorpus.encode([dev_pairs], tokenizer, max_tokens)
     stages["encoding"] = Stage(started, time.perf_counter(), source)
 
     train_pairs = _LazyPairs(int(report["train"]["kept"]), clean.train)
     return PreparedData(tokenizer, train, dev, train_pairs, dev_pairs, test_pairs, report, root,
-                        stages)
+                        stages, encoded_key)
 
 
 def _prepared_tokenizer(config: Config, clean: _CleanSplits, root: Path | None,
@@ -707,21 +709,22 @@ def _prepared_tokenizer(config: Config, clean: _CleanSplits, root: Path | None,
 
 
 def _encoded_train(clean: _CleanSplits, tokenizer: Tokenizer, root: Path | None,
-                   max_tokens: int) -> tuple[EncodedCorpus, str]:
-    """The encoded train split and where it came from."""
+                   max_tokens: int) -> tuple[EncodedCorpus, str, str | None]:
+    """The encoded train split, where it came from and its cache key (None: no cache)."""
     if clean.entry is None:
-        return EncodedCorpus.encode(clean.train().batches(), tokenizer, max_tokens), "built"
+        return (EncodedCorpus.encode(clean.train().batches(), tokenizer, max_tokens), "built",
+                None)
     key = _key("encoded", clean.key, TOKENIZER_CODE, tokenizer.fingerprint(), max_tokens)
     entry = _Entry(root, "encoded", key, "encoded train split")
     vocab_size = max(tokenizer.source_vocab_size, tokenizer.target_vocab_size)
     if entry.usable():
         try:
-            return EncodedCorpus.load(entry.path, vocab_size), "cache"
+            return EncodedCorpus.load(entry.path, vocab_size), "cache", key
         except (OSError, ValueError) as error:
             entry.discard(str(error))
     entry.write(lambda folder: EncodedCorpus.encode(clean.train().batches(), tokenizer,
                                                     max_tokens).save(folder) or {})
-    return EncodedCorpus.load(entry.path, vocab_size), "built"
+    return EncodedCorpus.load(entry.path, vocab_size), "built", key
 
 
 def _copy_tokenizer(entry: _Entry, tokenizer_dir: Path) -> Tokenizer | None:
@@ -736,3 +739,78 @@ def _copy_tokenizer(entry: _Entry, tokenizer_dir: Path) -> Tokenizer | None:
     except TokenizerError as error:
         entry.discard(str(error))
         return None
+
+
+# ---------------------------------------------------------------- guided-alignment links
+
+
+class PieceLinks(Sequence):
+    """Each training pair's (source piece, target piece) links for guided alignment, held as
+    two arrays (all links [L, 2] and n + 1 offsets) instead of a list per pair: IITB's 1.66M
+    pairs hold about 40M links. Item i is a list of pairs, or None for a pair without links."""
+
+    def __init__(self, links: np.ndarray, offsets: np.ndarray) -> None:
+        self.links, self.offsets = links, offsets
+
+    @classmethod
+    def collect(cls, per_pair: Iterable[Sequence[tuple[int, int]] | None]) -> PieceLinks:
+        """From one list of links (or None) per pair, consumed as it comes."""
+        chunks, counts = [], [0]
+        for links in per_pair:
+            counts.append(len(links or ()))
+            if links:
+                chunks.append(np.asarray(links, dtype=np.int32).reshape(-1, 2))
+        flat = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.int32)
+        return cls(flat, np.cumsum(counts, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> list[tuple[int, int]] | None:  # type: ignore[override]
+        start, end = self.offsets[index], self.offsets[index + 1]
+        return [tuple(link) for link in self.links[start:end].tolist()] if end > start else None
+
+    @property
+    def linked(self) -> int:
+        """How many pairs have links."""
+        return int(np.count_nonzero(np.diff(self.offsets)))
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / "links.npy", self.links)
+        np.save(folder / "link_offsets.npy", self.offsets)
+
+    @classmethod
+    def load(cls, folder: Path, pairs: int) -> PieceLinks:
+        links = np.load(folder / "links.npy", mmap_mode="r")
+        offsets = np.load(folder / "link_offsets.npy")
+        if (links.ndim != 2 or links.shape[1] != 2 or len(offsets) != pairs + 1
+                or offsets[-1] != len(links) or (np.diff(offsets) < 0).any()):
+            raise ValueError("the link arrays do not fit the training pairs")
+        return cls(links, offsets)
+
+
+def cached_piece_links(prepared: PreparedData, settings: dict,
+                       make: Callable[[], Iterable[Sequence[tuple[int, int]] | None]],
+                       rank: int = 0) -> tuple[PieceLinks, str]:
+    """The training pairs' piece links and where they came from ("cache" or "built"): from
+    the cache under a key of the train ids' key and ``settings`` (where the word links come
+    from, the aligner's settings, the code that turns them into piece links), else ``make()``
+    (kept in the cache). Under torchrun rank 0 makes them while the others wait."""
+    if prepared.encoded_key is None or prepared.cache_dir is None:
+        return PieceLinks.collect(make()), "built"
+    entry = _Entry(prepared.cache_dir, "links", _key("links", prepared.encoded_key, settings),
+                   "guided-alignment links")
+    distributed = dist.is_available() and dist.is_initialized()
+    if distributed and rank != 0:
+        dist.barrier()  # rank 0 first
+    try:
+        if entry.usable():
+            try:
+                return PieceLinks.load(entry.path, len(prepared.train)), "cache"
+            except (OSError, ValueError) as error:
+                entry.discard(str(error))
+        entry.write(lambda folder: PieceLinks.collect(make()).save(folder) or {})
+        return PieceLinks.load(entry.path, len(prepared.train)), "built"
+    finally:
+        if distributed and rank == 0:
+            dist.barrier()
