@@ -147,6 +147,13 @@ def test_a_curriculum_resumes_exactly_and_its_shards_take_turns():
     assert not set(first[0]) & set(first[1])  # two different batches of the same pass
 
 
+def test_a_curriculum_over_a_few_pairs_starts_with_the_easiest_one():
+    competence = Competence.of(np.array([3.0, 1.0, 2.0]), steps=100)  # 5% is no pair yet
+    batches = iter(TokenBatchSampler([(3, 3), (4, 4), (5, 5)], 100, seed=1,
+                                     competence=competence))
+    assert next(batches) == [1]
+
+
 def test_source_difficulty_by_length_and_by_rarity():
     from translator.encoded import EncodedCorpus
     # pairs: [1, 1], [1, 2], [3]: piece 1 is common, 2 and 3 are rare

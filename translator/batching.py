@@ -158,7 +158,8 @@ class TokenBatchSampler:
         if self._level_cache.get("level") != level:  # a new level: forget the last one's
             self._level_cache = {"level": level}
         if passes not in self._level_cache:
-            eligible = np.flatnonzero(self.competence.difficulty <= level).tolist()
+            difficulty = self.competence.difficulty  # the easiest pair is always eligible
+            eligible = np.flatnonzero(difficulty <= max(level, difficulty.min())).tolist()
             rng = random.Random(f"{self.seed}:curriculum:{level}:{passes}")
             rng.shuffle(eligible)
             self._level_cache[passes] = self._cut(np.asarray(eligible, dtype=np.int64), rng)

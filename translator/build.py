@@ -40,7 +40,6 @@ from translator.encoded import (
 )
 from translator.errors import TranslatorError
 from translator.links import (
-    DEFAULT_SYMMETRIZATION,
     AlignerMissingError,
     Link,
     LinksError,
@@ -203,9 +202,8 @@ def links_settings(cfg: DataConfig) -> dict:
         origin = {"file": file_digest(Path(cfg.train_alignment_path))}
     elif cfg.source == "embedded":
         origin = {"file": file_digest(embedded_corpus_dir() / "train.align")}
-    else:  # run_eflomal's defaults
-        origin = {"aligner": "eflomal", "symmetrisation": DEFAULT_SYMMETRIZATION,
-                  "samplers": 3, "iterations": 1.0}
+    else:  # run_eflomal's settings are in links.py, whose code is part of LINKS_CODE
+        origin = {"aligner": "eflomal"}
     return {**origin, "direction": cfg.direction, "code": LINKS_CODE}
 
 
