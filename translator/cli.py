@@ -467,12 +467,14 @@ def cache_arguments(parser: argparse.ArgumentParser) -> None:
                         help="clear: only entries no run has read for more than DAYS days")
 
 
-def _size(size: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+def _size(size: float) -> str:
+    if size < 1024:
+        return f"{size:.0f} B"
+    for unit in ("KiB", "MiB"):
         size /= 1024
-    raise AssertionError("unreachable")
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} GiB"
 
 
 def run_cache(args: argparse.Namespace) -> int:
@@ -561,8 +563,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "serve": ("Serve a trained run over HTTP: POST /translate (OpenNMT-py's REST shape), "
               "GET / (the attention explorer of a typed sentence), /health, /models.",
               serve_arguments, run_serve),
-    "cache": ("List or clear the data cache (clean splits, tokenizers, encoded arrays) that "
-              "lets a second run start at once.", cache_arguments, run_cache),
+    "cache": ("List or clear the data cache (clean splits, tokenizers, token ids and "
+              "guided-alignment links) that lets a second run start at once.", cache_arguments,
+              run_cache),
     "export-ct2": ("Export a trained run to CTranslate2 (pip install -e \".[ct2]\"), for "
                    "translate --backend ct2 and serve --backend ct2.", export_ct2_arguments,
                    run_export_ct2),

@@ -29,6 +29,7 @@ place; split, each part would need the others to be understood.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
 import itertools
@@ -203,8 +204,8 @@ class EncodedCorpus:
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, array in zip(ID_FILES, (*self._source, *self._target)):
-            np.save(directory / f"{name}.npy", array)
+        for name, values in zip(ID_FILES, (*self._source, *self._target)):
+            np.save(directory / f"{name}.npy", values)
 
     @classmethod
     def load(cls, directory: Path, vocab_size: int) -> EncodedCorpus:
@@ -447,7 +448,7 @@ class CacheEntry:
     """A folder of the cache, as `python -m translator cache list` shows it."""
 
     path: Path
-    kind: str  # data, tokenizer or encoded; "unfinished": left by a build that was stopped
+    kind: str  # data, tokenizer, encoded or links; "unfinished": left by a stopped build
     size: int  # bytes
     last_used: float  # seconds since the epoch: when a run last read it (or it was built)
 
@@ -746,8 +747,10 @@ def _copy_tokenizer(entry: _Entry, tokenizer_dir: Path) -> Tokenizer | None:
 
 class PieceLinks(Sequence):
     """Each training pair's (source piece, target piece) links for guided alignment, held as
-    two arrays (all links [L, 2] and n + 1 offsets) instead of a list per pair: IITB's 1.66M
-    pairs hold about 40M links. Item i is a list of pairs, or None for a pair without links."""
+    two arrays (all links [L, 2] and n + 1 offsets) instead of a list of tuples per pair: 8
+    bytes a link instead of about 64, which at IITB size (1.66M pairs, tens of links each) is
+    the difference between megabytes and gigabytes. Item i is a list of (source, target)
+    pairs, or None for a pair without links."""
 
     def __init__(self, links: np.ndarray, offsets: np.ndarray) -> None:
         self.links, self.offsets = links, offsets
@@ -755,13 +758,12 @@ class PieceLinks(Sequence):
     @classmethod
     def collect(cls, per_pair: Iterable[Sequence[tuple[int, int]] | None]) -> PieceLinks:
         """From one list of links (or None) per pair, consumed as it comes."""
-        chunks, counts = [], [0]
+        flat, counts = array.array("i"), array.array("q", [0])
         for links in per_pair:
             counts.append(len(links or ()))
-            if links:
-                chunks.append(np.asarray(links, dtype=np.int32).reshape(-1, 2))
-        flat = np.concatenate(chunks) if chunks else np.zeros((0, 2), dtype=np.int32)
-        return cls(flat, np.cumsum(counts, dtype=np.int64))
+            flat.extend(itertools.chain.from_iterable(links or ()))
+        return cls(np.frombuffer(flat, dtype=np.int32).reshape(-1, 2),
+                   np.cumsum(np.frombuffer(counts, dtype=np.int64)))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
