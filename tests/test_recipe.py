@@ -286,6 +286,10 @@ def test_own_data_is_aligned_once_over_its_clean_pairs_and_the_links_are_cached(
     with pytest.warns(UserWarning, match="damaged"):
         build_run(config, RunDir.new(tmp_path / "runs"))
     assert len(calls) == 2
+    # other data: other ids, other links (the old entry stays for the old data)
+    (tmp_path / "train.tsv").write_text(lines, encoding="utf-8")
+    build_run(config, RunDir.new(tmp_path / "runs"))
+    assert len(calls) == 3 and len(list((tmp_path / "runs" / "cache").glob("links-*"))) == 2
 
 
 def test_both_directions_align_each_hindi_english_pair_once(monkeypatch):
