@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from translator.device import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 8 * 60
@@ -54,13 +55,6 @@ for _ in range(steps):
     times.append(time.perf_counter() - started)
 print(json.dumps({"times": times, "losses": losses, "precision": run.precision}))
 """
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def probe(mode: str, steps: int, threads: int, overrides: list[str]) -> dict:

@@ -20,22 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from translator.device import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "results" / "iitb-rehearsal"
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> int:

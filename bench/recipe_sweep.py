@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from translator.device import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,16 +196,6 @@ CURRENT: dict[str, list[str]] = {
     "attn0+bans+fullctx": ["model.attention_dropout=0.0", "train.alignment_full_context=true"],
 }
 BASES = {"pre-sweep": (BASE, VARIANTS), "current": ([], CURRENT)}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def records(run_dir: Path) -> list[dict]:

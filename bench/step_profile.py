@@ -17,7 +17,6 @@ Markdown table (bench/README.md) with the CPU model, threads and precision.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import tempfile
 import time
@@ -31,18 +30,12 @@ import translator.recipe as recipe
 from translator.attention import MultiHeadAttention
 from translator.build import build_run
 from translator.config import load_config
+from translator.device import cpu_model
 from translator.model import Dropout, Embeddings, FeedForward
 from translator.run_dir import RunDir
 from translator.training import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 class Parts:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from translator.device import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,13 +56,6 @@ for _ in range(steps):
 print(json.dumps({"seconds": sum(times), "median": sorted(times)[len(times) // 2],
                   "tokens": tokens, "precision": run.precision}))
 """
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def probe(checkout: Path, steps: int, threads: int, overrides: list[str]) -> dict:

@@ -8,7 +8,9 @@ it; `autocast` is the context every forward pass runs in (nanoGPT's `nullcontext
 from __future__ import annotations
 
 import os
+import platform
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -18,6 +20,17 @@ from translator.errors import TranslatorError
 
 class DeviceError(TranslatorError):
     """A device or precision that this machine cannot provide; the message says why."""
+
+
+def cpu_model() -> str:
+    """This machine's CPU as /proc/cpuinfo names it (what a benchmark's table is headed by)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def resolve_device(name: str) -> torch.device:
