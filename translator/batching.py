@@ -102,7 +102,7 @@ class TokenBatchSampler:
         # a curriculum's first steps draw from the easiest pairs only (see Competence)
         self.competence = competence
         self.curriculum_position = 0  # this shard's batches handed out under the curriculum
-        self._level_cache: dict = {}  # the current level's batches, by pass
+        self._level_cache: dict = {}  # the current level: its count and latest pass
 
     def _global_batches(self, epoch: int) -> list[list[int]]:
         order = list(range(len(self.lengths)))
@@ -150,20 +150,23 @@ class TokenBatchSampler:
         level, cut into batches afresh for each pass over them; shards take turns."""
         level, first_step = self.competence.level(step)
         turn = (step - first_step) * self.num_shards + self.shard_index
-        count = len(self._level_batches(level, 0))  # the same for every pass
-        passes, index = divmod(turn, count)
-        return self._level_batches(level, passes)[index]
+        if self._level_cache.get("level") != level:  # a new level: its pass 0, and its count
+            self._level_cache = {"level": level, "pass": 0,
+                                 "batches": self._level_batches(level, 0)}
+            self._level_cache["count"] = len(self._level_cache["batches"])  # every pass's
+        passes, index = divmod(turn, self._level_cache["count"])
+        if self._level_cache["pass"] != passes:  # only the latest pass is kept
+            self._level_cache.update({"pass": passes,
+                                      "batches": self._level_batches(level, passes)})
+        return self._level_cache["batches"][index]
 
     def _level_batches(self, level: float, passes: int) -> list[list[int]]:
-        if self._level_cache.get("level") != level:  # a new level: forget the last one's
-            self._level_cache = {"level": level}
-        if passes not in self._level_cache:
-            difficulty = self.competence.difficulty  # the easiest pair is always eligible
-            eligible = np.flatnonzero(difficulty <= max(level, difficulty.min())).tolist()
-            rng = random.Random(f"{self.seed}:curriculum:{level}:{passes}")
-            rng.shuffle(eligible)
-            self._level_cache[passes] = self._cut(np.asarray(eligible, dtype=np.int64), rng)
-        return self._level_cache[passes]
+        """One pass over the pairs eligible at ``level``, cut into batches."""
+        difficulty = self.competence.difficulty  # the easiest pair is always eligible
+        eligible = np.flatnonzero(difficulty <= max(level, difficulty.min())).tolist()
+        rng = random.Random(f"{self.seed}:curriculum:{level}:{passes}")
+        rng.shuffle(eligible)
+        return self._cut(np.asarray(eligible, dtype=np.int64), rng)
 
     def __iter__(self) -> Iterator[list[int]]:
         if self.competence is not None:
