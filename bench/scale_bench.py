@@ -19,7 +19,9 @@ load_dataset converts the Parquet files, as on a first download); "warm" runs th
 Stages (their windows come from `PreparedData.stages`; memory from /proc/self/statm sampled
 every 20 ms, so the peak of a stage is the process's resident size during it, including what
 earlier stages left): data (fingerprint + load + normalise + filter + de-dup + leakage, and
-writing the clean splits to the cache), tokenizer, encoding, the rest of build_run (model,
+writing the clean splits to the cache), tokenizer, encoding, links (guided alignment's
+targets: eflomal once over the clean de-duplicated pairs and their piece links, or both read
+from the cache; its eflomal seconds beside it), the rest of build_run (the links, model,
 optimiser, sampler), then the steps. "before step 1" is build_run and the Trainer; "process"
 adds the interpreter's start and imports.
 """
@@ -113,6 +115,22 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
 
     real_prepare = build.prepare_data
     build.prepare_data = prepare_data
+    # The guided-alignment links (eflomal over the clean pairs, then piece links), timed by
+    # wrapping the two functions build_run calls; eflomal is not called on a warm run.
+    links_window, eflomal_window = {}, {}
+    real_links, real_eflomal = build.guided_alignment_targets, build.eflomal_links
+
+    def timed(window: dict, function):
+        def call(*args, **kwargs):
+            window["started"] = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                window["ended"] = time.perf_counter()
+        return call
+
+    build.guided_alignment_targets = timed(links_window, real_links)
+    build.eflomal_links = timed(eflomal_window, real_eflomal)
     config = load_config(ROOT / "configs" / "iitb.yaml", [
         f"data.hub_id={RESULTS / f'iitb-{size}'}", f"data.cache_dir={cache}",
         f"train.output_dir={WORK / 'runs'}", f"train.run_name={size}-{mode}",
@@ -133,6 +151,7 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
 
     stages = prepared["data"].stages
     windows = {name: (stage.started, stage.ended) for name, stage in stages.items()}
+    windows["links"] = (links_window["started"], links_window["ended"])
     windows["rest of build_run"] = (stages["encoding"].ended, ready)
     windows[f"{steps} steps"] = (ready, finished)
     windows["before step 1"] = (started, ready)
@@ -142,10 +161,18 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
     result["imports"] = {"wall_s": round(imported - imports_started, 2)}
     for name, stage in stages.items():
         result[name]["from"] = stage.source
+    result["links"]["from"] = "built" if eflomal_window else "cache"
+    result["links"]["eflomal_s"] = round(eflomal_window["ended"] - eflomal_window["started"], 1) \
+        if eflomal_window else 0.0
+    # eflomal runs as a child process: its memory and CPU time are not in the samples above.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["links"]["eflomal_peak_rss_gib"] = round(children.ru_maxrss / 2**20, 2)
+    result["links"]["eflomal_cpu_s"] = round(children.ru_utime + children.ru_stime, 1)
     data = prepared["data"]
     cache_bytes = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
     return {"size": size, "mode": mode, "stages": result,
-            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            "peak_rss_gib": round(max(resource.getrusage(who).ru_maxrss for who in
+                                      (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 2**20, 2),
             "train_pairs": len(data.train), "train_tokens": data.train.num_tokens,
             "encoded_mib": round(data.train.nbytes / 2**20, 1),
             "cache_mib": round(cache_bytes / 2**20), "report": data.report,
@@ -154,8 +181,8 @@ def measure_one(size: str, mode: str, steps: int, overrides: list[str]) -> dict:
 
 
 def table(results: list[dict], steps: int) -> str:
-    stages = ["data", "tokenizer", "encoding", "rest of build_run", "before step 1", "process",
-              f"{steps} steps"]
+    stages = ["data", "tokenizer", "encoding", "links", "rest of build_run", "before step 1",
+              "process", f"{steps} steps"]
     lines = ["| rows | run | " + " | ".join(stages) + " | peak RSS |",
              "|---|---|" + "---|" * len(stages) + "---|"]
     for result in results:
@@ -166,6 +193,9 @@ def table(results: list[dict], steps: int) -> str:
                    f"{numbers['peak_rss_gib']:.2f} GiB"
             if numbers.get("from") == "cache":
                 cell += " (cache)"
+            if numbers.get("eflomal_s"):
+                cell += f" (eflomal {numbers['eflomal_s']:.1f} s / {numbers['eflomal_cpu_s']:.1f}" \
+                        f" s cpu, {numbers['eflomal_peak_rss_gib']:.2f} GiB)"
             cells.append(cell)
         lines.append(f"| {result['train_pairs']:,} of {result['size']} | {result['mode']} | "
                      + " | ".join(cells) + f" | {result['peak_rss_gib']:.2f} GiB |")

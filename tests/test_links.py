@@ -4,7 +4,10 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from translator.links import (
     SYMMETRIZATIONS,
@@ -158,33 +161,55 @@ def test_symmetrisation_of_nothing_and_unknown_methods():
 # ---------------------------------------------------------------- words → pieces
 
 
+def pieces_of(starts: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """One pair's pieces as `piece_links` takes them: word starts and offsets."""
+    return np.array(starts), np.array([0, len(starts)])
+
+
+def one_pair(links: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    pairs = np.zeros(len(links), dtype=np.int64)
+    return pairs, np.array([s for s, _ in links]), np.array([t for _, t in links])
+
+
+def as_list(found: tuple[np.ndarray, np.ndarray]) -> list[list[tuple[int, int]]]:
+    links, offsets = found
+    return [[tuple(link) for link in links[a:b].tolist()] for a, b in zip(offsets, offsets[1:])]
+
+
 def test_piece_links_on_a_hand_built_example():
     # Source words: "राजेश" = 2 pieces (0, 1), "ने" = piece 2, "बुक" = piece 3.
     # Target words: "Rajesh" = piece 0, "booked" = pieces 1, 2, "it" = piece 3, "." = piece 4.
-    source_word_of_piece = [0, 0, 1, 2]
-    target_word_of_piece = [0, 1, 1, 2, 3]
-    word_links = [(0, 0), (2, 1), (1, 2), (2, 2)]  # "." (word 3) has no link
-    assert piece_links(word_links, source_word_of_piece, target_word_of_piece) == [
+    source = pieces_of([True, False, True, True])
+    target = pieces_of([True, True, False, True, True])
+    word_links = [(0, 0), (2, 1), (1, 2), (2, 2), (2, 2)]  # "." (word 3) has no link
+    assert as_list(piece_links(one_pair(word_links), *source, *target)) == [[
         (0, 0), (1, 0),  # Rajesh → both pieces of राजेश
         (2, 3),  # it → ने
         (3, 1), (3, 2),  # each piece of booked → बुक
-        (3, 3),  # it → बुक too
-    ]
+        (3, 3),  # it → बुक too (given twice, kept once)
+    ]]
 
 
-def test_piece_links_in_the_english_to_hindi_direction():
-    hindi_word_of_piece, english_word_of_piece = [0, 0, 1], [0, 1, 1]
+def test_piece_links_in_the_english_to_hindi_direction_and_after_a_tag():
+    hindi, english = [True, False, True], [True, True, False]
     hindi_first = [(0, 1), (1, 0)]
     # English source, Hindi target: swap the word links first.
-    assert piece_links(swap(hindi_first), english_word_of_piece, hindi_word_of_piece) == [
-        (0, 2), (1, 0), (1, 1), (2, 0), (2, 1)]
+    assert as_list(piece_links(one_pair(swap(hindi_first)), *pieces_of(english),
+                               *pieces_of(hindi))) == [[(0, 2), (1, 0), (1, 1), (2, 0), (2, 1)]]
+    # a tag piece first (it would not start a word by itself): every source piece one on
+    tagged = pieces_of([False, *english])
+    assert as_list(piece_links(one_pair(swap(hindi_first)), *tagged, *pieces_of(hindi),
+                               source_skip=np.array([True]))) == [
+        [(1, 2), (2, 0), (2, 1), (3, 0), (3, 1)]]
 
 
-def test_piece_links_reject_links_past_the_pieces():
-    with pytest.raises(LinksError, match="word link 2-0 points past the 2 source and 1 target"):
-        piece_links([(2, 0)], [0, 1], [0])
-    with pytest.raises(LinksError, match="word link 0-1"):
-        piece_links([(0, 1)], [0, 1], [0, 0])
+def test_piece_links_leave_out_a_pair_with_links_past_its_pieces():
+    # three pairs: a link past pair 0's two source words, none for pair 1, a good pair 2
+    starts, offsets = np.array([True, True, True, True, False]), np.array([0, 2, 3, 5])
+    targets, target_offsets = np.array([True, True, True]), np.array([0, 1, 2, 3])
+    word_links = (np.array([0, 0, 2]), np.array([0, 2, 0]), np.array([0, 0, 0]))
+    assert as_list(piece_links(word_links, starts, offsets, targets, target_offsets)) == [
+        [], [], [(0, 0), (1, 0)]]
 
 
 # ---------------------------------------------------------------- eflomal
@@ -260,3 +285,38 @@ def test_real_eflomal_finds_unambiguous_links():
     links = run_eflomal(hindi, english, "intersection", samplers=1)
     right = sum(links[n] == [(0, 2), (1, 1)] for n in range(len(hindi)))
     assert right >= 0.9 * len(hindi)
+
+
+def piece_links_of_one_pair(links, source_starts, target_starts, skip):
+    """The rule of `piece_links`, one pair at a time, as a reader would write it."""
+    def word_of_piece(starts, skip):
+        words, word = [], -1
+        for n, start in enumerate(starts):
+            if skip and n == 0:  # the tag: in no word
+                words.append(None)
+                continue
+            word += start or n == int(skip)  # a pair's first word piece starts a word
+            words.append(word)
+        return words
+    sources, targets = word_of_piece(source_starts, skip), word_of_piece(target_starts, False)
+    if any(s not in sources or t not in targets for s, t in links):
+        return []
+    return sorted({(p, q) for s, t in links for p, ps in enumerate(sources) if ps == s
+                   for q, qt in enumerate(targets) if qt == t})
+
+
+@given(st.lists(st.tuples(st.lists(st.booleans(), min_size=1, max_size=8),
+                          st.lists(st.booleans(), min_size=1, max_size=8), st.booleans(),
+                          st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), max_size=6)),
+                max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_piece_links_of_many_pairs_follow_the_one_pair_rule(pairs):
+    pairs = [(s, t, skip and len(s) > 1, links) for s, t, skip, links in pairs]
+    flat = [(n, s, t) for n, (*_, links) in enumerate(pairs) for s, t in links]
+    word_links = tuple(np.array([link[i] for link in flat], dtype=np.int64) for i in range(3))
+    def side(k):
+        return (np.array([b for pair in pairs for b in pair[k]], dtype=bool),
+                np.cumsum([0] + [len(pair[k]) for pair in pairs]))
+    found = as_list(piece_links(word_links, *side(0), *side(1),
+                                source_skip=np.array([p[2] for p in pairs], dtype=bool)))
+    assert found == [piece_links_of_one_pair(links, s, t, skip) for s, t, skip, links in pairs]

@@ -8,8 +8,9 @@ tokenizer, guided-alignment targets, the model, the optimiser and the batches.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +28,12 @@ from translator.data import (
     ships_links,
 )
 from translator.device import resolve_device, resolve_precision
-from translator.direction import Direction, split_tag
+from translator.direction import TAGS, Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
 from translator.dropout import seed_dropout
 from translator.encoded import (
     EncodedCorpus,
+    PieceLinks,
     PreparedData,
     cached_piece_links,
     file_digest,
@@ -39,18 +41,12 @@ from translator.encoded import (
     source_hash,
 )
 from translator.errors import TranslatorError
-from translator.links import (
-    AlignerMissingError,
-    Link,
-    LinksError,
-    piece_links,
-    swap,
-)
+from translator.links import AlignerMissingError, Link, piece_links
 from translator.model import Transformer
 from translator.recipe import Budget, build_optimizer
 from translator.reporting import log, say, setup_logging
 from translator.run_dir import RunDir
-from translator.tokenizer import Tokenizer, piece_words
+from translator.tokenizer import Tokenizer
 
 # the code that turns word links into a run's piece links: an edit makes new cache entries
 LINKS_CODE = source_hash(__file__, links_module.__file__)
@@ -108,29 +104,78 @@ def pair_word_links(config: Config, pairs: Sequence[Pair]) -> list[list[Link] | 
 
 
 def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer,
-                     word_links: Sequence[list[Link] | None], direction: str
-                     ) -> Iterator[list[Link] | None]:
+                     word_links: Sequence[list[Link] | None], direction: str,
+                     chunk_pairs: int = 100_000) -> PieceLinks:
     """Each pair's Hindi-first ``word_links`` as (source piece, target piece) links of its
-    encoded ids; None for pairs without links or whose links do not fit the pieces (a
-    sentence cut at max_positions). For direction "both" a source's tag is its first piece,
-    so its words' pieces stand one further on, and an en→hi pair takes its links swapped."""
+    encoded ids (`links.piece_links`' rule: every piece of a target word to every piece of
+    each source word linked to it); none for pairs without links or whose links do not fit
+    the pieces (a sentence cut at max_positions). For direction "both" a source's tag is its
+    first piece, so its words' pieces stand one further on, and an en→hi pair takes its links
+    swapped. Computed with arrays, ``chunk_pairs`` pairs at a time (per pair in Python, this
+    took minutes at IITB size)."""
     direction = Direction(direction)
-    for pair, links, source_ids, target_ids in zip(split.pairs, word_links, split.source_ids,
-                                                   split.target_ids):
-        if not links:
-            yield None
-            continue
-        language = split_tag(pair.source)[0] if direction.both else None
-        tag = int(language is not None)  # the tag's piece, before the words' pieces
-        _, source_word = piece_words(tokenizer.source_pieces(source_ids[tag:]))
-        _, target_word = piece_words(tokenizer.target_pieces(target_ids))
-        try:
-            pieces = piece_links(links if direction.hindi_first(language) else swap(links),
-                                 source_word, target_word)
-        except LinksError:
-            yield None
-            continue
-        yield [(source_piece + tag, target_piece) for source_piece, target_piece in pieces]
+    source_ids, source_offsets = split.ids.source_arrays
+    target_ids, target_offsets = split.ids.target_arrays
+    pairs = len(source_offsets) - 1
+    source_table = _word_start_table(source_ids, tokenizer.source_pieces)
+    target_table = _word_start_table(target_ids, tokenizer.target_pieces)
+    link_pairs, hindi_words, english_words = _flat_links(word_links)
+    tag_language = _tag_languages(source_ids, source_offsets, tokenizer) if direction.both \
+        else np.full(pairs, -1, dtype=np.int8)
+    # per pair: whether its source is Hindi (for "both": whether it asks for English)
+    hindi_source = tag_language == _LANGUAGE_CODES["en"] if direction.both \
+        else np.full(pairs, direction.hindi_first(), dtype=bool)
+    parts = []
+    for first in range(0, max(pairs, 1), chunk_pairs):
+        last = min(first + chunk_pairs, pairs)
+        taken = slice(*np.searchsorted(link_pairs, [first, last]))
+        sources, targets = source_offsets[first:last + 1], target_offsets[first:last + 1]
+        pair = link_pairs[taken] - first
+        hindi_first = hindi_source[first:last][pair]
+        model_links = (pair, np.where(hindi_first, hindi_words[taken], english_words[taken]),
+                       np.where(hindi_first, english_words[taken], hindi_words[taken]))
+        parts.append(PieceLinks(*piece_links(
+            model_links, source_table[source_ids[sources[0]:sources[-1]]], sources - sources[0],
+            target_table[target_ids[targets[0]:targets[-1]]], targets - targets[0],
+            source_skip=tag_language[first:last] >= 0)))
+    return PieceLinks.concatenate(parts)
+
+
+_LANGUAGE_CODES = {language: code for code, language in enumerate(TAGS)}
+
+
+def _word_start_table(ids: np.ndarray, pieces) -> np.ndarray:
+    """For every id up to the largest in ``ids``: whether its piece starts a word ("▁")."""
+    present = np.unique(ids)
+    table = np.zeros(int(present[-1]) + 1 if len(present) else 1, dtype=bool)
+    table[present] = [piece.startswith("▁") for piece in pieces(present.tolist())]
+    return table
+
+
+def _tag_languages(ids: np.ndarray, offsets: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
+    """Per pair, the code (`_LANGUAGE_CODES`) of the language its source's tag asks for, or
+    -1 for a source without a tag piece first."""
+    nonempty = offsets[1:] > offsets[:-1]
+    first_ids = np.where(nonempty, ids[np.minimum(offsets[:-1], max(len(ids) - 1, 0))], -1) \
+        if len(ids) else np.full(len(offsets) - 1, -1)
+    languages = np.full(len(first_ids), -1, dtype=np.int8)
+    present = np.unique(first_ids[first_ids >= 0])
+    for piece_id, piece in zip(present.tolist(), tokenizer.source_pieces(present.tolist())):
+        language = next((lang for lang, tag in TAGS.items() if tag == piece), None)
+        if language is not None:
+            languages[first_ids == piece_id] = _LANGUAGE_CODES[language]
+    return languages
+
+
+def _flat_links(word_links: Sequence[list[Link] | None]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pair index, first word, second word) of every link, pairs in order."""
+    counts = np.fromiter((len(links) if links else 0 for links in word_links), dtype=np.int64,
+                         count=len(word_links))
+    flat = np.fromiter(itertools.chain.from_iterable(
+        itertools.chain.from_iterable(links for links in word_links if links)), dtype=np.int64,
+        count=2 * int(counts.sum())).reshape(-1, 2)
+    return np.repeat(np.arange(len(counts)), counts), flat[:, 0], flat[:, 1]
 
 
 # ---------------------------------------------------------------- building a run

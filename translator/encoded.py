@@ -127,6 +127,16 @@ class EncodedCorpus:
         return len(self._source[1]) - 1
 
     @property
+    def source_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(flat ids, n + 1 offsets) of the source side."""
+        return self._source
+
+    @property
+    def target_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(flat ids, n + 1 offsets) of the target side."""
+        return self._target
+
+    @property
     def num_tokens(self) -> int:
         return len(self._source[0]) + len(self._target[0])
 
@@ -756,6 +766,15 @@ class PieceLinks(Sequence):
         self.links, self.offsets = links, offsets
 
     @classmethod
+    def concatenate(cls, parts: Sequence[PieceLinks]) -> PieceLinks:
+        """The pairs of ``parts``, one after another."""
+        starts = np.cumsum([0] + [len(part.links) for part in parts[:-1]])
+        offsets = [part.offsets[:-1] + start for part, start in zip(parts, starts)]
+        offsets.append(np.array([sum(len(part.links) for part in parts)]))
+        return cls(np.concatenate([part.links for part in parts]).astype(np.int32),
+                   np.concatenate(offsets).astype(np.int64))
+
+    @classmethod
     def collect(cls, per_pair: Iterable[Sequence[tuple[int, int]] | None]) -> PieceLinks:
         """From one list of links (or None) per pair, consumed as it comes."""
         flat, counts = array.array("i"), array.array("q", [0])
@@ -792,14 +811,14 @@ class PieceLinks(Sequence):
 
 
 def cached_piece_links(prepared: PreparedData, settings: dict,
-                       make: Callable[[], Iterable[Sequence[tuple[int, int]] | None]],
+                       make: Callable[[], PieceLinks],
                        rank: int = 0) -> tuple[PieceLinks, str]:
     """The training pairs' piece links and where they came from ("cache" or "built"): from
     the cache under a key of the train ids' key and ``settings`` (where the word links come
     from, the aligner's settings, the code that turns them into piece links), else ``make()``
     (kept in the cache). Under torchrun rank 0 makes them while the others wait."""
     if prepared.encoded_key is None or prepared.cache_dir is None:
-        return PieceLinks.collect(make()), "built"
+        return make(), "built"
     entry = _Entry(prepared.cache_dir, "links", _key("links", prepared.encoded_key, settings),
                    "guided-alignment links")
     distributed = dist.is_available() and dist.is_initialized()
@@ -811,7 +830,7 @@ def cached_piece_links(prepared: PreparedData, settings: dict,
                 return PieceLinks.load(entry.path, len(prepared.train)), "cache"
             except (OSError, ValueError) as error:
                 entry.discard(str(error))
-        entry.write(lambda folder: PieceLinks.collect(make()).save(folder) or {})
+        entry.write(lambda folder: make().save(folder) or {})
         return PieceLinks.load(entry.path, len(prepared.train)), "built"
     finally:
         if distributed and rank == 0:
