@@ -49,6 +49,7 @@ ORDER = [
     "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
     # serving and deployment
     "ct2",  # CTranslate2: export-ct2, and the CT2Translator of --backend ct2
+    "hf",  # Hugging Face transformers: export-hf (Marian or Pegasus, MarianTokenizer)
     "serve",  # the HTTP server: POST /translate, GET / (the explorer), /health, /models
     # training
     "recipe",  # schedules, losses, optimiser, checkpoint averaging

@@ -1,4 +1,4 @@
-"""The command line: one command with eight subcommands, also installed as console scripts.
+"""The command line: one command with ten subcommands, also installed as console scripts.
 
     python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
     python -m translator translate "TEXT" [--run RUN] [--to en|hi] [--beam N]
@@ -9,6 +9,7 @@
     python -m translator plot-run [RUN] [--curves-only]
     python -m translator serve [--run RUN] [--host 127.0.0.1] [--port 8080] [--backend ct2]
     python -m translator export-ct2 RUN OUT [--quantization int8|int8_float32|float32]
+    python -m translator export-hf RUN OUT
 
 `translator-train`, `translator-translate`, ... (pyproject.toml) and `scripts/*.py` call the
 same ``*_main`` functions. This module only parses arguments and calls the package; every
@@ -42,6 +43,7 @@ from translator.drawing import (
 from translator.encoded import cache_entries, cache_folder, clear_cache, held_out_pairs
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, direction_pairs
+from translator.hf import export as export_hf
 from translator.lines import ICONV_HINT, decode_lines, read_lines
 from translator.links import format_line, read_pharaoh, word_counts
 from translator.reporting import say
@@ -543,6 +545,23 @@ def run_export_ct2(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- export-hf
+
+
+def export_hf_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run folder to export")
+    parser.add_argument("out", type=Path, metavar="OUT",
+                        help="the folder to write (a new one, or an earlier export)")
+    parser.add_argument("--checkpoint", default="best",
+                        help="best (default; last.pt if there is none), last, step-N, or a "
+                        ".pt file")
+
+
+def run_export_hf(args: argparse.Namespace) -> int:
+    print(export_hf(args.run, args.out, args.checkpoint))
+    return 0
+
+
 # ---------------------------------------------------------------- one command
 
 
@@ -569,6 +588,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "export-ct2": ("Export a trained run to CTranslate2 (pip install -e \".[ct2]\"), for "
                    "translate --backend ct2 and serve --backend ct2.", export_ct2_arguments,
                    run_export_ct2),
+    "export-hf": ("Export a trained run to a Hugging Face transformers model folder (pip "
+                  "install -e \".[hf]\"), for AutoModelForSeq2SeqLM and AutoTokenizer.",
+                  export_hf_arguments, run_export_hf),
 }
 
 
@@ -611,13 +633,18 @@ def export_ct2_main(argv: list[str] | None = None) -> int:
     return _command_main("export-ct2", argv)
 
 
+def export_hf_main(argv: list[str] | None = None) -> int:
+    return _command_main("export-hf", argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m translator COMMAND ...: the subcommands above under one name."""
     parser = argparse.ArgumentParser(
         prog="python -m translator",
         description="A small Hindi–English Transformer: train it, translate and evaluate "
         "with it, align words with its attention, redraw a run's pictures, serve it over HTTP, "
-        "export it to CTranslate2, and see attention worked by hand.")
+        "export it to CTranslate2 or Hugging Face transformers, and see attention worked by "
+        "hand.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (description, add_arguments, run) in COMMANDS.items():
         command = commands.add_parser(name, help=description, description=description)

@@ -40,6 +40,8 @@ import dataclasses
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,9 @@ from translator.translate import (
 
 QUANTIZATIONS = ("int8", "int8_float32", "float32")
 EXPORT_FILE = "export.json"  # what an export folder holds beside CTranslate2's files
+# CTranslate2's beam α: any α ≠ 0 makes it stop as ours does; this one barely changes its
+# scores (÷ length^α, undone before ours are computed)
+CT2_LENGTH_PENALTY = 1e-6
 INSTALL_HINT = 'pip install -e ".[ct2]" (or pip install "ctranslate2>=4,<5")'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's
 
@@ -183,28 +188,55 @@ def export(run: str | Path | None, out: str | Path, quantization: str = "int8",
     if quantization not in QUANTIZATIONS:
         raise CT2Error(f"--quantization {quantization} is not one of {', '.join(QUANTIZATIONS)}")
     out = Path(out)
-    if out.exists() and not (out / EXPORT_FILE).is_file() and (
-            not out.is_dir() or any(out.iterdir())):
-        raise CT2Error(f"{out} exists and is not an earlier export; name a new folder")
+    check_export_folder(out, CT2Error)
     translator = Translator.from_run(run, checkpoint, device="cpu")
     layer = alignment_layer(translator.config)
     spec = transformer_spec(translator.model, translator.tokenizer, layer)
     spec.validate()
     spec.optimize(quantization=quantization)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}")  # written whole, then renamed
+    with written_whole(out) as temporary:
+        spec.save(str(temporary))
+        shutil.copytree(translator.run_dir.tokenizer_dir, temporary / "tokenizer")
+        save_config(translator.config, temporary / "config.yaml")
+        write_export_record(temporary, {
+            "run": str(translator.run_dir), "checkpoint": checkpoint,
+            "quantization": quantization, "alignment_layer": layer,
+            "alignment_heads": "mean of all", "ctranslate2": ctranslate2.__version__})
+    return out
+
+
+# ---------------------------------------------------------------- export folders
+
+
+def check_export_folder(out: Path, error: type[TranslatorError]) -> None:
+    """Refuse (with ``error``) an ``out`` that holds something other than an earlier export of
+    this project (an export folder has `EXPORT_FILE`): a run folder, say, is never replaced."""
+    if out.exists() and not (out / EXPORT_FILE).is_file() and (
+            not out.is_dir() or any(out.iterdir())):
+        raise error(f"{out} exists and is not an earlier export; name a new folder")
+
+
+@contextmanager
+def written_whole(out: Path) -> Iterator[Path]:
+    """A new folder beside ``out`` to write an export into: renamed to ``out`` (replacing an
+    earlier export) when the block ends, removed if it fails, so that ``out`` is never a half
+    of one."""
+    temporary = out.with_name(f".{out.name}.{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    spec.save(str(temporary))
-    shutil.copytree(translator.run_dir.tokenizer_dir, temporary / "tokenizer")
-    save_config(translator.config, temporary / "config.yaml")
-    record = {"run": str(translator.run_dir), "checkpoint": checkpoint,
-              "quantization": quantization, "alignment_layer": layer,
-              "alignment_heads": "mean of all", "ctranslate2": ctranslate2.__version__}
-    (temporary / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    try:
+        yield temporary
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     if out.exists():
         shutil.rmtree(out)
     temporary.rename(out)
-    return out
+
+
+def write_export_record(folder: Path, record: dict) -> None:
+    """`EXPORT_FILE`: where an export came from and how it was made."""
+    (folder / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------- translating with it
@@ -336,13 +368,14 @@ class CT2Translator:
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             limits = [self.output_limit(sources[i], search) for i in chunk]
-            # CTranslate2 divides by length^α, not by GNMT's ((5 + length) / 6)^α: its beam
-            # ranks plain sums (α = 0) and returns all of its finished hypotheses, which are
-            # ranked here as ours are
+            # CTranslate2 divides by length^α, not by GNMT's ((5 + length) / 6)^α: it
+            # returns all of its finished hypotheses, ranked here as ours are. Its α must not
+            # be 0: with α = 0 it stops as soon as its best beam ends (early exit), where ours,
+            # like CTranslate2 with α ≠ 0, stops when beam_size hypotheses have ended
             outputs = self.model.translate_batch(
                 [self.tokenizer.source_pieces(sources[i]) + [eos] for i in chunk],
                 beam_size=search.beam_size, num_hypotheses=search.beam_size,
-                length_penalty=0.0, no_repeat_ngram_size=search.no_repeat_ngram,
+                length_penalty=CT2_LENGTH_PENALTY, no_repeat_ngram_size=search.no_repeat_ngram,
                 # one step past the longest limit: the step where ours writes its forced EOS,
                 # whose attention row the cut hypothesis keeps
                 max_decoding_length=max(limits) + 1, min_decoding_length=0, max_input_length=0,
@@ -372,7 +405,8 @@ class CT2Translator:
             attention = torch.tensor(output.attention[k][:rows], dtype=torch.float32)
             attention = attention[None, None]  # [1 layer, 1 (mean of heads), T(+1), S+1]
         score = float(output.scores[k])
-        if search.beam_size > 1:
+        if search.beam_size > 1:  # undo CTranslate2's length^α (its length counts the EOS)
+            score *= len(pieces) ** CT2_LENGTH_PENALTY
             score /= gnmt_length_penalty(len(tokens) + 1, search.length_penalty)
         return tokens, score, attention
 
