@@ -1,5 +1,7 @@
 """Tests for translator.links: Pharaoh files, symmetrisation, eflomal and word → piece links."""
 
+import concurrent.futures
+import os
 import sys
 import types
 from pathlib import Path
@@ -262,6 +264,26 @@ def test_run_eflomal_maps_links_back_to_every_pair(monkeypatch):
     assert run_eflomal(hindi, english, "union") == reverse
     run_eflomal_directions(hindi, english, strip_punctuation=False)
     assert FakeAligner.given[-1][1][0] == "One two.\n"
+
+
+def test_run_eflomal_does_its_python_work_in_processes_with_the_same_result(monkeypatch):
+    """Many pairs: the aligner's words and the links' reading and symmetrising run in
+    worker processes, chunk by chunk, and give what one process gives."""
+    from translator import links
+    monkeypatch.setitem(sys.modules, "eflomal", types.SimpleNamespace(Aligner=FakeAligner))
+    hindi = [f"एक दो{'।' * (n % 2)} तीन" for n in range(7)] + ["", "चार"]
+    english = [f"One two{'.' * (n % 3)} three" for n in range(7)] + ["Empty", "Four"]
+    one_process = run_eflomal(hindi, english)
+    FakeAligner.given.clear()
+    used = []
+    real = concurrent.futures.ProcessPoolExecutor
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
+                        lambda *a, **k: used.append(a) or real(*a, **k))
+    monkeypatch.setattr(links, "CHUNK", 2)  # 4 chunks of the 8 pairs eflomal sees
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert run_eflomal(hindi, english) == one_process
+    assert len(used) == 3 and FakeAligner.given[0][0][1] == "एक दो तीन\n"
+    assert one_process[7] == [] and one_process[1] == [(0, 0), (1, 1), (2, 2)]
 
 
 def test_run_eflomal_rejects_unaligned_input(monkeypatch):

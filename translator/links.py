@@ -19,12 +19,16 @@ links.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
+import multiprocessing
+import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -237,30 +241,81 @@ def run_eflomal_directions(
     scales eflomal's automatic iteration counts; ``strip_punctuation`` gives eflomal the
     `aligner_words` of each sentence instead of its words as they are. A pair with an empty
     side gets no links."""
+    forward: list[list[Link]] = [[] for _ in hindi_sentences]
+    reverse: list[list[Link]] = [[] for _ in hindi_sentences]
+    for n, links in _eflomal_links(hindi_sentences, english_sentences, None, samplers,
+                                   iterations, strip_punctuation, quiet):
+        forward[n], reverse[n] = links
+    return forward, reverse
+
+
+def _eflomal_links(hindi_sentences: Sequence[str], english_sentences: Sequence[str],
+                   method: str | None, samplers: int, iterations: float,
+                   strip_punctuation: bool, quiet: bool) -> Iterator[tuple[int, Any]]:
+    """(pair number, links) of each pair without an empty side: eflomal's (forward, reverse)
+    links, or with a ``method`` both symmetrised. The Python work before and after eflomal
+    (the aligner's words, reading and symmetrising its links) runs in worker processes when
+    there are many pairs: at IITB size it took minutes on one core."""
     if len(hindi_sentences) != len(english_sentences):
         raise LinksError(f"{len(hindi_sentences)} Hindi but {len(english_sentences)} English "
                          "sentences; give them as line-aligned pairs")
     eflomal = _eflomal()
     usable = [n for n, (h, e) in enumerate(zip(hindi_sentences, english_sentences))
               if h.split() and e.split()]
-    forward: list[list[Link]] = [[] for _ in hindi_sentences]
-    reverse: list[list[Link]] = [[] for _ in hindi_sentences]
     if not usable:
-        return forward, reverse
-    words = aligner_words if strip_punctuation else (lambda sentence: " ".join(sentence.split()))
-    hindi = [words(hindi_sentences[n]) + "\n" for n in usable]
-    english = [words(english_sentences[n]) + "\n" for n in usable]
+        return
+    hindi = _in_processes(_aligner_lines, [hindi_sentences[n] for n in usable],
+                          strip_punctuation)
+    english = _in_processes(_aligner_lines, [english_sentences[n] for n in usable],
+                            strip_punctuation)
     aligner = eflomal.Aligner(n_samplers=samplers, rel_iterations=iterations)
     with tempfile.TemporaryDirectory(prefix="eflomal-") as folder:
         forward_path, reverse_path = Path(folder) / "forward", Path(folder) / "reverse"
         aligner.align(hindi, english, links_filename_fwd=str(forward_path),
                       links_filename_rev=str(reverse_path), quiet=quiet)
-        hindi_counts, english_counts = word_counts(hindi), word_counts(english)
         # eflomal writes both directions source (here: Hindi) first.
-        for links, path in ((forward, forward_path), (reverse, reverse_path)):
-            for n, line in zip(usable, read_pharaoh(path, hindi_counts, english_counts)):
-                links[n] = line
-    return forward, reverse
+        lines = [read_lines(path, LinksError) for path in (forward_path, reverse_path)]
+    if not len(lines[0]) == len(lines[1]) == len(usable):
+        raise LinksError(f"eflomal wrote {len(lines[0])} and {len(lines[1])} lines of links "
+                         f"for {len(usable)} sentence pairs")
+    rows = list(zip(*lines, word_counts(hindi), word_counts(english)))
+    yield from zip(usable, _in_processes(_parsed_links, rows, method))
+
+
+CHUNK = 50_000  # items a worker process takes at a time
+
+
+def _in_processes(function: Callable[[list, Any], list], items: list, argument: Any) -> list:
+    """``function(chunk, argument)`` over ``items`` in chunks, concatenated in order: in
+    worker processes (one a core) when there is more than one chunk and more than one core."""
+    chunks = [items[start:start + CHUNK] for start in range(0, len(items), CHUNK)]
+    workers = min(len(os.sched_getaffinity(0)), len(chunks))
+    if workers < 2:
+        return [item for chunk in chunks for item in function(chunk, argument)]
+    # spawn, not fork: the caller may hold threads (logging, torch) that fork would copy
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        done = pool.map(function, chunks, [argument] * len(chunks))
+        return [item for chunk in done for item in chunk]
+
+
+def _aligner_lines(sentences: list[str], strip_punctuation: bool) -> list[str]:
+    """What eflomal reads: one line per sentence, its `aligner_words` (or its words)."""
+    if strip_punctuation:
+        return [aligner_words(sentence) + "\n" for sentence in sentences]
+    return [" ".join(sentence.split()) + "\n" for sentence in sentences]
+
+
+def _parsed_links(rows: list[tuple[str, str, int, int]], method: str | None) -> list:
+    """Per (forward line, reverse line, Hindi words, English words): both directions'
+    links, or with a ``method`` their symmetrisation."""
+    found = []
+    for forward_line, reverse_line, hindi_words, english_words in rows:
+        forward = parse_line(forward_line, hindi_words, english_words, "eflomal's links")
+        reverse = parse_line(reverse_line, hindi_words, english_words, "eflomal's links")
+        found.append((forward, reverse) if method is None
+                     else symmetrize(forward, reverse, method))
+    return found
 
 
 def eflomal_scores(hindi_sentences: Sequence[str], english_sentences: Sequence[str], *,
@@ -296,10 +351,11 @@ def run_eflomal(
     if method not in SYMMETRIZATIONS:
         raise LinksError(f"unknown symmetrisation {method!r}; use one of: "
                          f"{', '.join(SYMMETRIZATIONS)}")
-    forward, reverse = run_eflomal_directions(hindi_sentences, english_sentences,
-                                              samplers=samplers, iterations=iterations,
-                                              strip_punctuation=strip_punctuation, quiet=quiet)
-    return [symmetrize(f, r, method) for f, r in zip(forward, reverse)]
+    links: list[list[Link]] = [[] for _ in hindi_sentences]
+    for n, symmetrized in _eflomal_links(hindi_sentences, english_sentences, method, samplers,
+                                         iterations, strip_punctuation, quiet):
+        links[n] = symmetrized
+    return links
 
 
 # ---------------------------------------------------------------- words → pieces
