@@ -4,9 +4,9 @@ shared and separate embeddings, deeper decoders, a supervised last layer, both d
 with tags): float32 greedy outputs are our tokens on the dev split, and the attention
 CTranslate2 returns is our alignment layer's mean of heads within 1e-4. Given a trained run
 (TRANSLATOR_TRAINED_RUN=runs/latest), the issue's quality bars are checked on it: greedy
-≥ 99 % identical on the dev split, beam 5 agreement, int8 chrF on the test split within 0.5
-of ours. The command line (export-ct2, translate --backend ct2) and the server's ct2 backend
-are exercised too."""
+≥ 99 % identical on the dev split, beam 5 ≥ 95 % without the n-gram ban, int8 chrF on the
+test split within 0.5 of ours. The command line (export-ct2, translate --backend ct2) and the
+server's ct2 backend are exercised too."""
 
 import json
 import os
@@ -109,13 +109,18 @@ def test_float32_greedy_outputs_and_attention_are_ours(exported, dev_sources):
     assert compared >= 10
 
 
-def test_beam_search_mostly_agrees(exported, dev_sources):
+def test_beam_search_agrees_without_the_ngram_ban(exported, dev_sources):
+    """Without bans CTranslate2's beam stops as ours does, when beam_size hypotheses have ended
+    (its α ≠ 0: with α = 0 it stops when its best beam ends). These untrained models often
+    reach their length limit, where CTranslate2 cuts a hypothesis and ours ends it with an EOS
+    and that EOS's log-probability, so they agree less often than a trained run (≥ 95 %,
+    `test_a_trained_run_keeps_its_outputs_and_its_quality`)."""
     ours, theirs = exported
     settings = dict(beam_size=5, n_best=2, no_doubled_words=False, no_repeat_ngram=0)
     expected = ours.translate(dev_sources[:60], need_attention=False, **settings)
     found = theirs.translate(dev_sources[:60], need_attention=False, **settings)
     same = [a.tokens == b.tokens for a, b in zip(expected, found)]
-    assert sum(same) / len(same) >= 0.5  # CTranslate2's beam prunes by its own rules
+    assert sum(same) / len(same) >= 0.65  # 70-87 % on these shapes (2026-12-02)
     for a, b in zip(expected, found):
         assert len(b.nbest) == len(a.nbest) and b.nbest[0].tokens == b.tokens
 
@@ -215,11 +220,18 @@ def test_a_trained_run_keeps_its_outputs_and_its_quality(trained, one_thread):
         ours.translate(dev, need_attention=False, **greedy),
         exports["float32"].translate(dev, need_attention=False, **greedy))]
     assert sum(same) / len(same) >= 0.99
+    unbanned = dict(beam_size=5, no_doubled_words=False, no_repeat_ngram=0)
+    same = [a.tokens == b.tokens for a, b in zip(
+        ours.translate(dev, need_attention=False, **unbanned),
+        exports["float32"].translate(dev, need_attention=False, **unbanned))]
+    assert sum(same) / len(same) >= 0.95
     beam = dict(beam_size=5, no_doubled_words=False)
     pairs = list(zip(ours.translate(dev, need_attention=False, **beam),
                      exports["float32"].translate(dev, need_attention=False, **beam)))
     same = [a.tokens == b.tokens for a, b in pairs]
-    assert sum(same) / len(same) >= 0.7  # not the issue's 95 %: see docs/serve.md
+    # with the run's n-gram ban, not the issue's 95 %: CTranslate2 renormalises the
+    # log-probabilities after a ban and ours keeps the model's (docs/serve.md)
+    assert sum(same) / len(same) >= 0.7
     # the same hypothesis has our GNMT-normalised score (CTranslate2 renormalises the
     # log-probabilities after its bans, so it is never lower)
     scores = [(a.score, b.score) for (a, b), agree in zip(pairs, same) if agree]
