@@ -14,6 +14,7 @@ loss, optimiser, averaging) is translator.recipe; scoring is translator.evaluato
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import random
@@ -376,6 +377,11 @@ class Trainer:
         return scores
 
     def close(self) -> None:
+        # DistributedDataParallel's reducer holds the process group: freed later (with the
+        # trainer, after the group is destroyed and a peer has exited) its gloo threads can
+        # wait forever, so it goes first, while every process is still here
+        self.train_model = self.run.model
+        gc.collect()
         close_distributed()
 
 
