@@ -1,15 +1,18 @@
 """Fixtures shared by several test files, and the ``cuda`` marker's skip."""
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 
 from translator.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from translator.data import embedded_corpus_dir
+from translator.data import DataConfig, embedded_corpus_dir
+from translator.direction import TAGS
 from translator.model import Transformer
 from translator.run_dir import RunDir
-from translator.tokenizer import Tokenizer
+from translator.tokenizer import EOS_ID, Tokenizer
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,26 +36,54 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def write_untrained_run(path: Path, model: dict, direction: str = "hi-en",
+                        tokenizer: TokenizerConfig | None = None, seed: int = 0,
+                        perturb: bool = True, eos_bias: float = 0.0,
+                        adjust: Callable[[Config], None] | None = None) -> Path:
+    """A run folder at ``path`` with an untrained model of the ``model`` settings (over a tiny
+    default: d_model 32, 4 heads, one layer, 48 positions) and SentencePiece models of 300
+    embedded pairs (``tokenizer``: 400 pieces by default). ``perturb`` moves LayerNorms and
+    biases away from 1 and 0, so that an exporter's mix-up shows; ``eos_bias`` is added to
+    EOS's output bias; ``adjust`` edits the config before it is written."""
+    run = RunDir(path)
+    path.mkdir(parents=True)
+    rows = [line.split("\t")[:2] for line in
+            (embedded_corpus_dir() / "train.tsv").read_text(encoding="utf-8").splitlines()[:300]]
+    tags = list(TAGS.values()) if direction == "both" else ()
+    trained = Tokenizer.train(tokenizer or TokenizerConfig(vocab_size=400), [h for h, _ in rows],
+                              [e for _, e in rows], run.tokenizer_dir, tags=tags)
+    settings = dict(d_model=32, heads=4, layers=1, d_ff=64, dropout=0.0, max_positions=48,
+                    source_vocab_size=trained.source_vocab_size,
+                    target_vocab_size=trained.target_vocab_size) | model
+    config = Config(data=DataConfig(direction=direction), model=ModelConfig(**settings))
+    config.train.device = "cpu"
+    if adjust is not None:
+        adjust(config)
+    run.write_config(config)
+    torch.manual_seed(seed)
+    weights = Transformer(config.model)
+    with torch.no_grad():
+        if perturb:
+            for name, parameter in weights.named_parameters():
+                if "norm" in name or name.endswith("bias"):
+                    parameter.add_(0.2 * torch.randn_like(parameter))
+        weights.output_bias[EOS_ID] += eos_bias
+    run.save_checkpoint("last", {"model": weights.state_dict(), "config": config_to_dict(config),
+                                 "tokenizer": trained.fingerprint(), "step": 0})
+    return path
+
+
+@pytest.fixture(scope="session")
+def untrained_run():
+    """`write_untrained_run`, for test files (a fixture, so that they need not import conftest)."""
+    return write_untrained_run
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A run folder holding an untrained tiny model (random weights, 32 positions) and a
     SentencePiece model of 300 embedded pairs: enough to load, translate and plot with, built
     in a second, without training."""
-    path = tmp_path_factory.mktemp("tiny") / "run"
-    path.mkdir()
-    run = RunDir(path)
-    rows = [line.split("\t")[:2] for line in
-            (embedded_corpus_dir() / "train.tsv").read_text(encoding="utf-8").splitlines()[:300]]
-    tokenizer = Tokenizer.train(TokenizerConfig(vocab_size=400), [h for h, _ in rows],
-                                [e for _, e in rows], run.tokenizer_dir)
-    config = Config(model=ModelConfig(d_model=16, heads=2, layers=1, d_ff=32, dropout=0.0,
-                                      max_positions=32,
-                                      source_vocab_size=tokenizer.source_vocab_size,
-                                      target_vocab_size=tokenizer.target_vocab_size))
-    config.train.device = "cpu"
-    run.write_config(config)
-    torch.manual_seed(0)
-    model = Transformer(config.model)
-    run.save_checkpoint("last", {"model": model.state_dict(), "config": config_to_dict(config),
-                                 "tokenizer": tokenizer.fingerprint(), "step": 0})
-    return path
+    return write_untrained_run(tmp_path_factory.mktemp("tiny") / "run",
+                               dict(d_model=16, heads=2, d_ff=32, max_positions=32),
+                               perturb=False)

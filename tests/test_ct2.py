@@ -18,14 +18,10 @@ import pytest
 import torch
 
 from translator import cli
-from translator.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from translator.data import DataConfig, embedded_corpus_dir, load_splits
-from translator.direction import TAGS
+from translator.config import Config
+from translator.data import DataConfig, load_splits
 from translator.metrics import corpus_scores
-from translator.model import Transformer
-from translator.run_dir import RunDir
 from translator.serve import make_server
-from translator.tokenizer import Tokenizer
 from translator.translate import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason='pip install -e ".[ct2]"')
@@ -48,32 +44,13 @@ SHAPES = {
 }
 
 
-def make_run(path: Path, model: dict, supervised: int | None, direction: str) -> Path:
+def make_run(untrained_run, path: Path, model: dict, supervised: int | None,
+             direction: str) -> Path:
     """An untrained tiny run (random weights, 48 positions) of the given shape."""
-    run = RunDir(path)
-    path.mkdir(parents=True)
-    rows = [line.split("\t")[:2] for line in
-            (embedded_corpus_dir() / "train.tsv").read_text(encoding="utf-8").splitlines()[:300]]
-    tags = list(TAGS.values()) if direction == "both" else ()
-    tokenizer = Tokenizer.train(TokenizerConfig(vocab_size=400), [h for h, _ in rows],
-                                [e for _, e in rows], run.tokenizer_dir, tags=tags)
-    settings = dict(d_model=32, heads=4, layers=1, d_ff=64, dropout=0.0, max_positions=48,
-                    source_vocab_size=tokenizer.source_vocab_size,
-                    target_vocab_size=tokenizer.target_vocab_size) | model
-    config = Config(data=DataConfig(direction=direction), model=ModelConfig(**settings))
-    if supervised is not None:
-        config.train.alignment_weight, config.train.alignment_layer = 0.5, supervised
-    config.train.device = "cpu"
-    run.write_config(config)
-    torch.manual_seed(1)
-    weights = Transformer(config.model)
-    with torch.no_grad():  # LayerNorms and biases away from 1 and 0, so a mix-up shows
-        for name, parameter in weights.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                parameter.add_(0.2 * torch.randn_like(parameter))
-    run.save_checkpoint("last", {"model": weights.state_dict(), "config": config_to_dict(config),
-                                 "tokenizer": tokenizer.fingerprint(), "step": 0})
-    return path
+    def supervise(config: Config) -> None:
+        if supervised is not None:
+            config.train.alignment_weight, config.train.alignment_layer = 0.5, supervised
+    return untrained_run(path, model, direction, seed=1, adjust=supervise)
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +59,10 @@ def dev_sources() -> list[str]:
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
-def exported(request, tmp_path_factory, one_thread):
+def exported(request, tmp_path_factory, one_thread, untrained_run):
     """(our Translator, the float32 export's CT2Translator) of one shape."""
     folder = tmp_path_factory.mktemp("ct2")
-    run = make_run(folder / "run", *SHAPES[request.param])
+    run = make_run(untrained_run, folder / "run", *SHAPES[request.param])
     out = export(run, folder / "export", "float32")
     return Translator.from_run(run, device="cpu"), CT2Translator(out, "cpu", threads=1)
 

@@ -15,12 +15,10 @@ import pytest
 import torch
 
 from translator import cli
-from translator.config import Config, ModelConfig, TokenizerConfig, config_to_dict
-from translator.data import DataConfig, embedded_corpus_dir, load_splits
+from translator.config import Config, TokenizerConfig
+from translator.data import DataConfig, load_splits
 from translator.direction import TAGS
-from translator.model import Transformer
-from translator.run_dir import RunDir
-from translator.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from translator.tokenizer import BOS_ID, EOS_ID
 from translator.translate import Translator
 
 transformers = pytest.importorskip("transformers", reason='pip install -e ".[hf]"')
@@ -42,35 +40,16 @@ SHAPES = {
 }
 
 
-def make_run(path: Path, model: dict, direction: str, joint: bool, eos_bias: float = 0.0
-             ) -> Path:
+def make_run(untrained_run, path: Path, model: dict, direction: str, joint: bool,
+             eos_bias: float = 0.0) -> Path:
     """An untrained tiny run (random weights, 48 positions) of the given shape."""
-    run = RunDir(path)
-    path.mkdir(parents=True)
-    rows = [line.split("\t")[:2] for line in
-            (embedded_corpus_dir() / "train.tsv").read_text(encoding="utf-8").splitlines()[:300]]
-    tags = list(TAGS.values()) if direction == "both" else ()
+    def search(config: Config) -> None:
+        config.search.beam_size, config.search.no_repeat_ngram = 3, 2
+
     # the target vocabulary a size of its own, so that a mix-up of the two shows
     sizes = TokenizerConfig(vocab_size=400, joint=joint, target_vocab_size=None if joint else 350)
-    tokenizer = Tokenizer.train(sizes, [h for h, _ in rows], [e for _, e in rows],
-                                run.tokenizer_dir, tags=tags)
-    settings = dict(d_model=32, heads=4, layers=1, d_ff=64, dropout=0.0,
-                    max_positions=MAX_POSITIONS, source_vocab_size=tokenizer.source_vocab_size,
-                    target_vocab_size=tokenizer.target_vocab_size) | model
-    config = Config(data=DataConfig(direction=direction), model=ModelConfig(**settings))
-    config.train.device = "cpu"
-    config.search.beam_size, config.search.no_repeat_ngram = 3, 2
-    run.write_config(config)
-    torch.manual_seed(2)
-    weights = Transformer(config.model)
-    with torch.no_grad():  # LayerNorms and biases away from 1 and 0, so a mix-up shows
-        for name, parameter in weights.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                parameter.add_(0.2 * torch.randn_like(parameter))
-        weights.output_bias[EOS_ID] += eos_bias
-    run.save_checkpoint("last", {"model": weights.state_dict(), "config": config_to_dict(config),
-                                 "tokenizer": tokenizer.fingerprint(), "step": 0})
-    return path
+    return untrained_run(path, dict(max_positions=MAX_POSITIONS) | model, direction, sizes,
+                         seed=2, eos_bias=eos_bias, adjust=search)
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +58,11 @@ def pairs() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
-def exported(request, tmp_path_factory, one_thread):
+def exported(request, tmp_path_factory, one_thread, untrained_run):
     """(our Translator, their tokenizer, their model, the offset of source ids, direction)."""
     model, direction, joint, eos_bias = SHAPES[request.param]
     folder = tmp_path_factory.mktemp("hf")
-    run = make_run(folder / "run", model, direction, joint, eos_bias)
+    run = make_run(untrained_run, folder / "run", model, direction, joint, eos_bias)
     out = hf.export(run, folder / "export")
     ours = Translator.from_run(run, device="cpu")
     offset = ours.tokenizer.target_vocab_size if hf.stacked(ours.config.model) else 0
