@@ -8,7 +8,6 @@ tokenizer, guided-alignment targets, the model, the optimiser and the batches.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -170,12 +169,9 @@ def _tag_languages(ids: np.ndarray, offsets: np.ndarray, tokenizer: Tokenizer) -
 def _flat_links(word_links: Sequence[list[Link] | None]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(pair index, first word, second word) of every link, pairs in order."""
-    counts = np.fromiter((len(links) if links else 0 for links in word_links), dtype=np.int64,
-                         count=len(word_links))
-    flat = np.fromiter(itertools.chain.from_iterable(
-        itertools.chain.from_iterable(links for links in word_links if links)), dtype=np.int64,
-        count=2 * int(counts.sum())).reshape(-1, 2)
-    return np.repeat(np.arange(len(counts)), counts), flat[:, 0], flat[:, 1]
+    flat = PieceLinks.collect(word_links)  # any links per pair as two arrays, words here
+    pairs = np.repeat(np.arange(len(flat)), np.diff(flat.offsets))
+    return pairs, flat.links[:, 0], flat.links[:, 1]
 
 
 # ---------------------------------------------------------------- building a run
