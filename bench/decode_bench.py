@@ -10,7 +10,7 @@ translations' tokens, EOS included) and the cache's speed-up. Cached and uncache
 must produce the same tokens; the table says whether they did.
 
 With --ct2 a second table compares whole translations (`Translator.translate` against
-`translator.ct2.CT2Translator.translate`: text in, text out) of ours and of the run's
+`translator.translate.Translator.from_export`: text in, text out) of ours and of the run's
 CTranslate2 exports in float32 and int8, greedy and beam 5, on 1 and 2 CPU threads:
 sentences/s, test chrF, and the share of outputs identical to ours. Both sides search with the
 run's settings less the doubled-word ban, which CTranslate2 does not have.
@@ -117,7 +117,7 @@ def main() -> int:
 
 def ct2_table(args: argparse.Namespace, translator: Translator, test: list) -> int:
     """The second table: ours against CTranslate2, whole translations, 1 and 2 threads."""
-    from translator.ct2 import CT2Translator, export
+    from translator.ct2 import export
 
     sources, references = [p.source for p in test], [p.target for p in test]
     with tempfile.TemporaryDirectory() as folder:
@@ -134,7 +134,7 @@ def ct2_table(args: argparse.Namespace, translator: Translator, test: list) -> i
         for threads in (1, 2):
             torch.set_num_threads(threads)
             models = {"ours (PyTorch fp32)": translator}
-            models |= {f"CTranslate2 {q}": CT2Translator(path, "cpu", threads)
+            models |= {f"CTranslate2 {q}": Translator.from_export(path, "cpu", threads)
                        for q, path in exports.items()}
             for beam in (1, args.beam):
                 ours_tokens = None

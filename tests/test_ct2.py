@@ -26,7 +26,8 @@ from translator.translate import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason='pip install -e ".[ct2]"')
 
-from translator.ct2 import CT2Error, CT2Translator, alignment_layer, export  # noqa: E402
+from translator.ct2 import alignment_layer, export  # noqa: E402
+from translator.decoders import CT2Error  # noqa: E402
 
 TRAINED_RUN = os.environ.get("TRANSLATOR_TRAINED_RUN")
 needs_trained_run = pytest.mark.skipif(
@@ -60,22 +61,22 @@ def dev_sources() -> list[str]:
 
 @pytest.fixture(scope="module", params=list(SHAPES))
 def exported(request, tmp_path_factory, one_thread, untrained_run):
-    """(our Translator, the float32 export's CT2Translator) of one shape."""
+    """(our Translator, the float32 export's) of one shape."""
     folder = tmp_path_factory.mktemp("ct2")
     run = make_run(untrained_run, folder / "run", *SHAPES[request.param])
     out = export(run, folder / "export", "float32")
-    return Translator.from_run(run, device="cpu"), CT2Translator(out, "cpu", threads=1)
+    return Translator.from_run(run, device="cpu"), Translator.from_export(out, "cpu", threads=1)
 
 
 def test_float32_greedy_outputs_and_attention_are_ours(exported, dev_sources):
     ours, theirs = exported
-    assert theirs.alignment_layer == alignment_layer(ours.config)
+    assert theirs.decoder.alignment_layer == alignment_layer(ours.config)
     settings = dict(beam_size=1, no_doubled_words=False, no_repeat_ngram=3)
     expected = ours.translate(dev_sources, **settings)
     found = theirs.translate(dev_sources, **settings)
     assert [t.tokens for t in found] == [t.tokens for t in expected]
     assert [t.text for t in found] == [t.text for t in expected]
-    layer = theirs.alignment_layer
+    layer = theirs.decoder.alignment_layer
     compared = 0
     for a, b in zip(expected, found):
         assert b.attention.shape[:2] == (1, 1) and b.source_pieces == a.source_pieces
@@ -104,7 +105,7 @@ def test_beam_search_agrees_without_the_ngram_ban(exported, dev_sources):
 
 def test_an_export_serves_and_its_page_names_its_one_view(exported, dev_sources):
     ours, theirs = exported
-    server = make_server(theirs, "127.0.0.1", 0, backend="ct2", quiet=True)
+    server = make_server(theirs, "127.0.0.1", 0, quiet=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()
@@ -171,7 +172,7 @@ def test_a_missing_ctranslate2_is_one_sentence(monkeypatch, tmp_path):
 
     monkeypatch.setattr(builtins, "__import__", no_ctranslate2)
     with pytest.raises(CT2Error, match=r'pip install -e "\.\[ct2\]"'):
-        CT2Translator(tmp_path)
+        Translator.from_export(tmp_path)
 
 
 # ---------------------------------------------------------------- a trained run
@@ -181,7 +182,8 @@ def test_a_missing_ctranslate2_is_one_sentence(monkeypatch, tmp_path):
 def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trained")
     ours = Translator.from_run(TRAINED_RUN, device="cpu")
-    exports = {q: CT2Translator(export(TRAINED_RUN, folder / q, q), "cpu", threads=1)
+    exports = {q: Translator.from_export(export(TRAINED_RUN, folder / q, q), "cpu",
+                                           threads=1)
                for q in ("float32", "int8")}
     return ours, exports
 

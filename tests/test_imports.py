@@ -31,6 +31,7 @@ ORDER = [
     "device",  # resolve_device, resolve_precision, autocast
     "checkpoint",  # atomic checkpoint files
     "run_dir",  # RunDir: the run folder's paths, the newest run, runs/latest
+    "exports",  # export folders (CTranslate2, Hugging Face): written whole, never a run's
     "distributed",  # one process or many (torchrun): ranks, means, stopping together
     "reporting",  # say(): lines for the terminal and train.log
     "resume",  # what --resume keeps, and the overrides it refuses
@@ -41,14 +42,15 @@ ORDER = [
     "attention",  # the seeds' four steps, multi-head attention, the KV cache
     "model",  # the Transformer
     "search",  # greedy and beam search
-    "translate",  # translate(): the one decoding path; the Translator
+    "decoders",  # source ids → hypotheses: PyTorch (our search) or CTranslate2
+    "translate",  # the one decoding path: the Translator's text handling, for both decoders
     # views of a trained model
     "alignment",  # cross-attention → word alignments, AER
     "plotting",  # heatmaps
     "explorer",  # the interactive attention explorer
     "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
     # serving and deployment
-    "ct2",  # CTranslate2: export-ct2, and the CT2Translator of --backend ct2
+    "ct2",  # CTranslate2: export-ct2
     "hf",  # Hugging Face transformers: export-hf (Marian or Pegasus, MarianTokenizer)
     "serve",  # the HTTP server: POST /translate, GET / (the explorer), /health, /models
     # training

@@ -146,7 +146,7 @@ def test_a_larger_length_penalty_never_picks_a_shorter_translation():
 
 def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_run, capsys,
                                                                          monkeypatch):
-    import translator.translate as translate_module
+    import translator.decoders as translate_module
     seen = []
     search = translate_module.search_in_batches
     monkeypatch.setattr(translate_module, "search_in_batches",

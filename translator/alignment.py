@@ -27,11 +27,12 @@ import torch
 from torch import Tensor
 
 from translator.batching import make_batch
+from translator.decoders import evaluating
 from translator.errors import TranslatorError
 from translator.links import Link
 from translator.model import Transformer
 from translator.tokenizer import Tokenizer, piece_words
-from translator.translate import check_target_language, evaluating, target_and_body
+from translator.translate import check_target_language, target_and_body
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
 # the top): the penultimate layer, which the default recipe trains to align (guided

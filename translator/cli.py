@@ -30,7 +30,7 @@ from pathlib import Path
 
 from translator.alignment import align_pairs, alignment_error_rate, resolve_layer
 from translator.config import SearchConfig, load_config
-from translator.ct2 import QUANTIZATIONS, CT2Translator, export
+from translator.ct2 import QUANTIZATIONS, export
 from translator.demo import run_demo
 from translator.direction import TAGS
 from translator.drawing import (
@@ -50,7 +50,7 @@ from translator.reporting import say
 from translator.run_dir import RunDir
 from translator.serve import serve
 from translator.training import train
-from translator.translate import Translation, Translator
+from translator.translate import BACKENDS, Translation, Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
@@ -142,9 +142,6 @@ def search_changes(args: argparse.Namespace) -> dict:
     return {key: value for key, value in changes.items() if value is not None}
 
 
-BACKENDS = ("torch", "ct2")
-
-
 def _backend_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="torch", choices=BACKENDS,
                         help="torch (default): the run's PyTorch model; ct2: a CTranslate2 "
@@ -154,19 +151,14 @@ def _backend_argument(parser: argparse.ArgumentParser) -> None:
                         "own choice)")
 
 
-def load_translator(args: argparse.Namespace) -> Translator | CT2Translator:
-    """The run's Translator (or, with --backend ct2, the export's CT2Translator), searching
-    as the flags say, checked against --to."""
+def load_translator(args: argparse.Namespace) -> Translator:
+    """The run's Translator (with --backend ct2, the export's), searching as the flags say,
+    checked against --to."""
     check_to(args.to)
-    if getattr(args, "backend", "torch") == "ct2":
-        if args.threads < 0:
-            raise TranslatorError(f"--threads must be 0 (CTranslate2's choice) or more, not "
-                                  f"{args.threads}")
-        translator = CT2Translator.from_export(args.run, args.device, args.threads)
-        for notice in translator.unsupported_settings():
-            print(f"notice: {notice}", file=sys.stderr)
-    else:
-        translator = Translator.from_run(args.run, args.checkpoint, args.device)
+    translator = Translator.load(args.run, getattr(args, "backend", "torch"), args.checkpoint,
+                                 args.device, getattr(args, "threads", 0))
+    for notice in translator.unsupported_settings():
+        print(f"notice: {notice}", file=sys.stderr)
     translator.check_target_language(args.to)  # --to hi for a hi-en model, say
     changes = search_changes(args)
     if "beam_size" in changes and "n_best" not in changes:  # n-best at most the new beam
@@ -522,7 +514,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise TranslatorError(f"--port {args.port} is not a port; use 0 to 65535 (0: any "
                               "free one)")
     translator = load_translator(args)
-    return serve(translator, args.host, args.port, args.backend, args.batch_size, args.quiet)
+    return serve(translator, args.host, args.port, args.batch_size, args.quiet)
 
 
 # ---------------------------------------------------------------- export-ct2

@@ -57,9 +57,9 @@ import torch
 from torch import Tensor
 
 from translator.config import ModelConfig, SearchConfig
-from translator.ct2 import check_export_folder, write_export_record, written_whole
 from translator.direction import Direction
 from translator.errors import TranslatorError
+from translator.exports import check_export_folder, write_export_record, written_whole
 from translator.model import Transformer
 from translator.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from translator.translate import Translator

@@ -49,16 +49,15 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from translator.alignment import describe_view, hard_links, word_alignment
-from translator.config import Config, SearchConfig
 from translator.direction import TAGS, Direction
 from translator.errors import TranslatorError
 from translator.explorer import explorer_data, explorer_html
 from translator.links import format_line
-from translator.translate import Translation
+from translator.translate import Translation, Translator
 
 MAX_BODY_BYTES = 1_000_000  # a larger POST body is refused with 413
 # a refused body up to this size is read and dropped before the answer, so that the client,
@@ -85,23 +84,6 @@ class RequestError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-class Backend(Protocol):
-    """What the server needs of a translator: `translator.translate.Translator` (PyTorch) and
-    `translator.ct2.CT2Translator` (CTranslate2) both fit."""
-
-    config: Config
-    direction: Direction
-
-    @property
-    def search(self) -> SearchConfig: ...
-
-    def check_target_language(self, target_language: str | None) -> None: ...
-
-    def translate(self, texts: list[str], need_attention: bool = True,
-                  target_language: str | None = None, batch_size: int = 32,
-                  **search: Any) -> list[Translation]: ...
 
 
 # ---------------------------------------------------------------- reading a request
@@ -227,10 +209,9 @@ class TranslationService:
     """A loaded translator and what the endpoints make of it. `translate` holds a lock while
     the model works, so requests from many connections use it one at a time."""
 
-    def __init__(self, translator: Backend, backend: str = "torch",
-                 batch_size: int = 32) -> None:
+    def __init__(self, translator: Translator, batch_size: int = 32) -> None:
         self.translator = translator
-        self.backend = backend
+        self.backend = translator.backend
         self.batch_size = batch_size
         self.lock = threading.Lock()
         self.commit = code_commit()
@@ -309,11 +290,14 @@ class TranslationService:
             record["to"] = translation.target_language
         return record
 
-    def view_title(self, attention) -> str:
-        """What the default view is: a layer's mean of heads."""
-        if self.backend == "ct2":
-            return self.translator.view_title
-        return describe_view(attention)
+    def view_title(self, translation: Translation) -> str:
+        """What the default view is: a layer's mean of heads (CTranslate2's one matrix names
+        its own layer)."""
+        layout = translation.layout
+        if layout is not None and layout.engine is not None:
+            return (f"layer {layout.layers[0]} (of 0–{layout.num_layers - 1}), mean of heads "
+                    f"0–{layout.num_heads - 1} ({layout.engine})")
+        return describe_view(translation.attention)
 
     def attention_record(self, translation: Translation) -> dict[str, Any] | None:
         """The word-level matrix of the default view (rows: target words; columns: source
@@ -323,7 +307,7 @@ class TranslationService:
         words = word_alignment(translation.attention, translation.source_pieces,
                                translation.target_pieces).to_dict()
         words.pop("eos")
-        return {"view": self.view_title(translation.attention), **words}
+        return {"view": self.view_title(translation), **words}
 
     def explorer_page(self, text: str) -> str:
         """The attention explorer of ``text``'s translation, with the text box above it."""
@@ -341,9 +325,9 @@ class TranslationService:
         data = explorer_data(translation.attention, translation.source_pieces,
                              translation.target_pieces, text, translation.text, title=title,
                              full_context=self.translator.config.train.alignment_full_context)
-        if self.backend == "ct2":  # one matrix: the alignment layer's mean of heads
-            data["titles"] = {"mean": [self.view_title(None)],
-                              "heads": [[self.view_title(None)]]}
+        if translation.layout.engine is not None:  # one matrix: a layer's mean of heads
+            data["titles"] = {"mean": [self.view_title(translation)],
+                              "heads": [[self.view_title(translation)]]}
         page = explorer_html(data)
         # the box posts back here: the one change to the explorer file's policy
         page = page.replace("form-action 'none'", "form-action 'self'", 1)
@@ -619,12 +603,12 @@ class TranslationServer(ThreadingHTTPServer):
         return f"http://{host}:{port}/"
 
 
-def make_server(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
-                backend: str = "torch", batch_size: int = 32, quiet: bool = False,
+def make_server(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
+                batch_size: int = 32, quiet: bool = False,
                 read_timeout: float = READ_TIMEOUT_S) -> TranslationServer:
     """A server for ``translator`` bound to ``host``:``port`` (0: any free port), not yet
     serving (call ``serve_forever``, e.g. in a thread)."""
-    service = TranslationService(translator, backend, batch_size)
+    service = TranslationService(translator, batch_size)
     try:
         return TranslationServer((host, port), service, quiet, read_timeout)
     except OSError as error:
@@ -632,13 +616,13 @@ def make_server(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
                          "another --port (0 picks a free one) or --host") from None
 
 
-def serve(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
-          backend: str = "torch", batch_size: int = 32, quiet: bool = False) -> int:
+def serve(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
+          batch_size: int = 32, quiet: bool = False) -> int:
     """Serve until SIGINT or SIGTERM, then stop cleanly (requests in flight finish); 0."""
     if host not in LOOPBACK:
         print(f"warning: serving on {host}, which other machines may reach; the server has no "
               "authentication, so anyone who can reach it can use it", file=sys.stderr)
-    server = make_server(translator, host, port, backend, batch_size, quiet)
+    server = make_server(translator, host, port, batch_size, quiet)
     # shutdown() waits for serve_forever's loop, so it runs in another thread; that thread
     # is joined before returning: a daemon thread still waking up while the interpreter
     # finalises is killed inside C++ frames, and the process aborts (exit -6)
@@ -651,7 +635,7 @@ def serve(translator: Backend, host: str = "127.0.0.1", port: int = 8080,
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     search = translator.search
-    print(f"serving {server.url} ({backend}, {translator.direction.arrow}, beam "
+    print(f"serving {server.url} ({translator.backend}, {translator.direction.arrow}, beam "
           f"{search.beam_size}); POST /translate, GET /health; Ctrl-C stops", file=sys.stderr,
           flush=True)
     try:

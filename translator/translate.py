@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,16 +36,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from translator.batching import source_tensor
 from translator.checkpoint import load_checkpoint
-from translator.config import Config, ModelConfig, SearchConfig
+from translator.config import Config, ModelConfig, SearchConfig, load_config
 from translator.data import normalize
+from translator.decoders import (
+    AttentionLayout,
+    CT2Decoder,
+    CT2Error,
+    Decoder,
+    TorchDecoder,
+    require_ctranslate2,
+)
 from translator.device import resolve_device
 from translator.direction import LANGUAGE_NAMES, TAGS, Direction, split_tag
 from translator.errors import TranslatorError
+from translator.exports import is_export, read_export_record
 from translator.model import Transformer
 from translator.run_dir import RunDir
-from translator.search import Hypothesis, RepetitionBans, search_in_batches
+from translator.search import Hypothesis
 from translator.tokenizer import Tokenizer
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
@@ -84,6 +90,9 @@ class Translation:
     # the language a model of both directions was told to write ("en" or "hi"); None for a
     # model of one direction
     target_language: str | None = None
+    # what ``attention`` holds (`AttentionLayout`: which layers, every head or their mean, the
+    # engine); None without attention
+    layout: AttentionLayout | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-friendly part (no attention): source, text, score, tokens, warnings,
@@ -223,6 +232,7 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
         attention=attention,
         warnings=warnings,
         target_language=parts[0].target_language,
+        layout=parts[0].layout if attention is not None else None,
     )
     if parts[0].nbest:  # only the best translations of the parts can be joined
         merged.nbest = [dataclasses.replace(merged, nbest=[])]
@@ -230,17 +240,6 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
 
 
 # ---------------------------------------------------------------- the one decoding path
-
-
-@contextmanager
-def evaluating(model: torch.nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) for the duration, then the mode the model had."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 def check_target_language(target_language: str | None, tokenizer: Tokenizer,
@@ -279,10 +278,12 @@ def target_and_body(text: str, tokenizer: Tokenizer, target_language: str | None
     return language_from_script(body), body, False
 
 
-def max_source_pieces(model: Transformer, tokenizer: Tokenizer) -> int:
-    """The longest source the model reads in one part, in pieces: its EOS takes one position,
-    and so does the tag of a model of both directions."""
-    return model.config.max_positions - 1 - bool(tokenizer.tags)
+def max_source_pieces(decoder: Decoder | Transformer, tokenizer: Tokenizer) -> int:
+    """The longest source ``decoder`` (or a model) reads in one part, in pieces: its EOS takes
+    one position, and so does the tag of a model of both directions."""
+    positions = (decoder.config.max_positions if isinstance(decoder, Transformer)
+                 else decoder.max_positions)
+    return positions - 1 - bool(tokenizer.tags)
 
 
 def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
@@ -290,23 +291,31 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               batch_size: int = 32, need_attention: bool = True,
               target_language: str | None = None, full_context_attention: bool = False
               ) -> list[Translation]:
-    """Translate ``texts`` with ``model`` (one Translation each, in order), searching as
+    """`decode_texts` with ``model`` searched by `translator.search` (`TorchDecoder`);
+    ``full_context_attention`` returns, instead of the attention of the search, that of a pass
+    over the finished translation without the causal mask (`Transformer.forced_attention`):
+    the view a run trained with ``train.alignment_full_context`` aligns in."""
+    return decode_texts(TorchDecoder(model, tokenizer, full_context_attention), tokenizer,
+                        texts, search, direction, batch_size, need_attention, target_language)
+
+
+def decode_texts(decoder: Decoder, tokenizer: Tokenizer, texts: list[str],
+                 search: SearchConfig | None = None, direction: str | None = None,
+                 batch_size: int = 32, need_attention: bool = True,
+                 target_language: str | None = None) -> list[Translation]:
+    """Translate ``texts`` with ``decoder`` (one Translation each, in order), searching as
     ``search`` says (None: `SearchConfig`'s defaults): beam size 1 is greedy search, n-best > 1
     fills each result's ``nbest``, its bans and length penalty as in `translator.search`.
-    Sentences are searched in batches of ``batch_size`` of similar length, on the model's
-    device. An empty text gives an empty Translation; text longer than the model can read is
-    split into parts translated one by one, and text in the wrong script for ``direction``
-    ("hi-en", "en-hi" or "both"; None: not checked) is translated anyway; both get a warning.
-    A model of both directions writes ``target_language`` (else the language a leading tag or
-    the script suggests). ``full_context_attention`` returns, instead of the attention of the
-    search, that of a pass over the finished translation without the causal mask
-    (`Transformer.alignment_attention`): the view a run trained with
-    ``train.alignment_full_context`` aligns in."""
+    Sentences are decoded in batches of ``batch_size`` of similar length. An empty text gives
+    an empty Translation; text longer than the model can read is split into parts translated
+    one by one, and text in the wrong script for ``direction`` ("hi-en", "en-hi" or "both";
+    None: not checked) is translated anyway; both get a warning. A model of both directions
+    writes ``target_language`` (else the language a leading tag or the script suggests)."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
     search = search or SearchConfig()
     check_target_language(target_language, tokenizer, direction)
-    limit = max_source_pieces(model, tokenizer)
+    limit = max_source_pieces(decoder, tokenizer)
     requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
     warnings: list[list[str]] = [[] for _ in texts]
     languages: list[str | None] = []
@@ -317,18 +326,13 @@ def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
         tag = tokenizer.tag_ids(language)
         requests += [(i, tag + part) for part in parts]
         languages.append(language)
-    bans = RepetitionBans.of(search, tokenizer.target_vocabulary)
-    with evaluating(model):
-        hypotheses = search_in_batches(model, [ids for _, ids in requests], tokenizer.pad_id,
-                                       tokenizer.bos_id, tokenizer.eos_id, search, batch_size,
-                                       need_attention, bans)
-        if need_attention and full_context_attention:
-            for (_, ids), nbest in zip(requests, hypotheses):
-                _full_context_attention(model, tokenizer, ids, nbest)
+    hypotheses = decoder.decode([ids for _, ids in requests], search, batch_size,
+                                need_attention)
+    layout = decoder.layout if need_attention else None
     parts_of: list[list[Translation]] = [[] for _ in texts]
     for (i, ids), nbest in zip(requests, hypotheses):
         parts_of[i].append(_translation(texts[i], ids, nbest, search.n_best, warnings[i],
-                                        tokenizer, languages[i]))
+                                        tokenizer, languages[i], layout))
     return assemble(texts, parts_of, warnings, languages, search.n_best)
 
 
@@ -369,24 +373,9 @@ def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | 
     return parts, warnings
 
 
-@torch.no_grad()
-def _full_context_attention(model: Transformer, tokenizer: Tokenizer, source_ids: list[int],
-                            hypotheses: list[Hypothesis]) -> None:
-    """Replace each hypothesis's attention with every decoder layer's cross-attention over
-    its finished translation, each row seeing the whole of it ([layers, heads, tokens + 1,
-    len(source_ids) + 1]); the source is encoded once for all of them."""
-    device = next(model.parameters()).device
-    source = source_tensor([source_ids], tokenizer.pad_id, tokenizer.eos_id).to(device)
-    memory, source_mask = model.encode(source)
-    for hypothesis in hypotheses:
-        target_input = torch.tensor([[tokenizer.bos_id, *hypothesis.tokens]], device=device)
-        attention = model.forced_attention(target_input, memory, source_mask, full_context=True)
-        hypothesis.cross_attention = attention[0].float().cpu()
-
-
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
-                 warnings: list[str], tokenizer: Tokenizer, target_language: str | None
-                 ) -> Translation:
+                 warnings: list[str], tokenizer: Tokenizer, target_language: str | None,
+                 layout: AttentionLayout | None) -> Translation:
     # a tag (the first id, when there is a target language) is no source word: its piece and
     # its attention column are left out of what is returned for reading and drawing
     skip = int(target_language is not None)
@@ -404,6 +393,7 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
             else None,
             warnings=warnings,
             target_language=target_language,
+            layout=layout if attention is not None else None,
         ))
     best = dataclasses.replace(translations[0])
     best.nbest = translations if n_best > 1 else []
@@ -426,19 +416,28 @@ def changed_search(search: SearchConfig, changes: dict[str, Any]) -> SearchConfi
 # ---------------------------------------------------------------- the Translator
 
 
+BACKENDS = ("torch", "ct2")  # what `Translator.load` loads: a run folder, a CTranslate2 export
+
+
 class Translator:
     """A model, its tokenizer and its config, ready to translate lists of sentences as the
-    run's search: section says (`set_search` changes it)."""
+    run's search: section says (`set_search` changes it). The text handling is this class's
+    (`decode_texts`); what decodes is its `decoder`: the run's PyTorch model (`from_run`, or
+    a `Transformer` given), or a CTranslate2 export (`from_export`). ``model`` is the PyTorch
+    model, None for an export."""
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, config: Config,
-                 device: str | torch.device = "cpu") -> None:
-        self.model = model.eval()
+    def __init__(self, model: Transformer | None, tokenizer: Tokenizer, config: Config,
+                 device: str | torch.device = "cpu", decoder: Decoder | None = None) -> None:
+        self.model = model.eval() if model is not None else None
         self.tokenizer = tokenizer
         self.config = config
         self.direction = Direction(config.data.direction)
-        self.run_dir: RunDir | None = None  # set by from_run
-        self.device = torch.device("cpu")
-        self.to(device)
+        self.run_dir: RunDir | Path | None = None  # set by from_run and from_export
+        self._decoder = decoder
+        self.backend = decoder.name if decoder is not None else TorchDecoder.name
+        self.device = torch.device("cpu") if decoder is None else decoder.device
+        if model is not None:
+            self.to(device)
 
     @classmethod
     def from_run(cls, run_dir: str | Path | RunDir | None = None, checkpoint: str = "best",
@@ -462,9 +461,51 @@ class Translator:
         translator.run_dir = run
         return translator
 
+    @classmethod
+    def from_export(cls, path: str | Path | None, device: str = "auto", threads: int = 0
+                    ) -> Translator:
+        """Load a CTranslate2 export (`translator.ct2.export`) to decode with CTranslate2 on
+        ``threads`` CPU threads (0: its own choice)."""
+        if path is None:
+            raise CT2Error("--backend ct2 needs --run EXPORT, a folder written by "
+                           "python -m translator export-ct2")
+        require_ctranslate2()
+        path = Path(path)
+        if not is_export(path):
+            hint = (f"; make one with python -m translator export-ct2 {path} OUT and pass "
+                    "--run OUT" if (path / "config.yaml").is_file() else "")
+            raise CT2Error(f"{path} is not a CTranslate2 export (no export.json in it){hint}")
+        if threads < 0:
+            raise CT2Error(f"--threads must be 0 (CTranslate2's choice) or more, not {threads}")
+        record = read_export_record(path)
+        config = load_config(path / "config.yaml")
+        tokenizer = Tokenizer.load(path / "tokenizer")
+        decoder = CT2Decoder(path, tokenizer, config.model, int(record["alignment_layer"]),
+                             device, threads)
+        translator = cls(None, tokenizer, config, decoder=decoder)
+        translator.run_dir = path
+        return translator
+
+    @classmethod
+    def load(cls, run: str | Path | None = None, backend: str = "torch",
+             checkpoint: str = "best", device: str = "auto", threads: int = 0) -> Translator:
+        """`from_run` (backend "torch") or `from_export` (backend "ct2")."""
+        if backend == "ct2":
+            return cls.from_export(run, device, threads)
+        return cls.from_run(run, checkpoint, device)
+
+    @property
+    def decoder(self) -> Decoder:
+        """What decodes: the export's, or the run's model searched by `translator.search`
+        (with the full-context attention of ``train.alignment_full_context``)."""
+        if self._decoder is not None:
+            return self._decoder
+        return TorchDecoder(self.model, self.tokenizer, self.config.train.alignment_full_context)
+
     def to(self, device: str | torch.device) -> Translator:
         self.device = resolve_device(device) if isinstance(device, str) else device
-        self.model.to(self.device)
+        if self.model is not None:  # an export's engine stays on the device it was loaded on
+            self.model.to(self.device)
         return self
 
     @property
@@ -479,6 +520,10 @@ class Translator:
         """Change how this translator searches from now on (`searched`)."""
         self.config = dataclasses.replace(self.config, search=self.searched(**changes))
 
+    def unsupported_settings(self) -> list[str]:
+        """The search settings this translator's decoder cannot apply, one sentence each."""
+        return self.decoder.unsupported(self.search)
+
     def check_target_language(self, target_language: str | None) -> None:
         """Refuse a target language this model does not write (`check_target_language`)."""
         check_target_language(target_language, self.tokenizer, self.direction)
@@ -486,12 +531,11 @@ class Translator:
     def translate(self, texts: list[str], need_attention: bool = True,
                   target_language: str | None = None, batch_size: int = 32,
                   **search: Any) -> list[Translation]:
-        """`translate` with this run's model, tokenizer, direction and search settings, any
-        of which a keyword changes for this call only (``beam_size=1``, ``n_best=3``, ...);
-        ``target_language`` ("en" or "hi") tells a model of both directions which language
-        to write (None: the one a tag at the start of a text, or else its script,
-        suggests)."""
+        """`decode_texts` with this translator's decoder, tokenizer, direction and search
+        settings, any of which a keyword changes for this call only (``beam_size=1``,
+        ``n_best=3``, ...); ``target_language`` ("en" or "hi") tells a model of both
+        directions which language to write (None: the one a tag at the start of a text, or
+        else its script, suggests)."""
         settings = self.searched(**search) if search else self.config.search
-        return translate(self.model, self.tokenizer, texts, settings, self.direction,
-                         batch_size, need_attention, target_language,
-                         self.config.train.alignment_full_context)
+        return decode_texts(self.decoder, self.tokenizer, texts, settings, self.direction,
+                            batch_size, need_attention, target_language)
