@@ -4,6 +4,7 @@ autocast only where a lower precision is asked for."""
 import pytest
 import torch
 
+from translator import device
 from translator.device import (
     DeviceError,
     autocast,
@@ -26,9 +27,12 @@ def test_cuda_without_a_gpu_is_refused():
         resolve_device("cuda")
 
 
-def test_precision_on_a_cpu():
+def test_precision_on_a_cpu(monkeypatch):
     cpu = torch.device("cpu")
-    assert resolve_precision("auto", cpu) == "fp32"  # measured faster, even with native bf16
+    monkeypatch.setattr(device, "native_bf16_flags", lambda: [])
+    assert resolve_precision("auto", cpu) == "fp32"  # bf16 emulated: slower, no probe
+    monkeypatch.setattr(device, "native_bf16_flags", lambda: ["avx512_bf16"])
+    assert resolve_precision("auto", cpu) is None  # native: the run times both
     assert resolve_precision("bf16", cpu) == "bf16" and resolve_precision("fp32", cpu) == "fp32"
     with pytest.raises(DeviceError, match="fp16 on a CPU"):
         resolve_precision("fp16", cpu)

@@ -384,3 +384,33 @@ def test_a_full_context_run_draws_the_full_context_pass_and_says_so(tiny_run, tm
     assert not torch.allclose(unmasked.attention, searched.attention, atol=1e-4)
     assert describe_view(unmasked.attention, full_context=True).endswith(
         ", full target context")
+
+
+def test_precision_probe_times_both_and_leaves_the_run_as_it_was(tmp_path, monkeypatch):
+    """precision auto on a CPU with native bf16: the probe times fp32 and bf16 on training
+    batches, takes one, says why, keeps it in the config, and leaves weights, gradients, the
+    next batch and the random streams exactly as a run without the probe has them."""
+    import translator.build as build
+    import translator.device as device
+    from translator.dropout import dropout_state
+
+    monkeypatch.setattr(device, "native_bf16_flags", lambda: ["avx512_bf16"])
+    monkeypatch.setattr(build, "native_bf16_flags", lambda: ["avx512_bf16"])
+    runs, streams = [], []
+    for precision in ("auto", "fp32"):
+        config = load_config(ROOT / "configs" / "smoke.yaml", [
+            f"train.precision={precision}", f"train.output_dir={tmp_path / precision}"])
+        runs.append(build_run(config, RunDir.new(tmp_path / precision)))
+        streams.append((torch.get_rng_state(), dropout_state()["state"]))
+    probed, forced = runs
+    assert probed.precision in ("fp32", "bf16")
+    assert probed.config.train.precision == probed.precision
+    assert "bf16 timed" in probed.precision_reason and "avx512_bf16" in probed.precision_reason
+    assert forced.precision_reason == "set by train.precision"
+    assert probed.budget.seconds > 0 and forced.budget.seconds == 0
+    for name, weight in probed.model.state_dict().items():
+        assert torch.equal(weight, forced.model.state_dict()[name]), name
+    assert all(p.grad is None for p in probed.model.parameters())
+    assert probed.sampler.state_dict() == forced.sampler.state_dict()
+    assert next(iter(probed.sampler)) == next(iter(forced.sampler))
+    assert torch.equal(streams[0][0], streams[1][0]) and streams[0][1] == streams[1][1]

@@ -125,9 +125,12 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights or (dropout_p and q.device.type == "cpu"):
+        on_cpu = q.device.type == "cpu"
+        if need_weights or (on_cpu and (dropout_p or q.dtype == torch.bfloat16)):
             # The four steps as written above. On CPUs PyTorch's fused kernel cannot drop
-            # weights, so with dropout it runs these same steps, only with slower sampling.
+            # weights, so with dropout it runs these same steps, only with slower sampling;
+            # and in bf16 its backward pass is 5.5× slower than in fp32, while these steps'
+            # batched matmuls run at bf16 speed (bench/step_profile.py, docs/performance.md).
             context, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
         else:
             # PyTorch's fused kernel computes the same four steps without materialising the

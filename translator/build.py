@@ -8,7 +8,9 @@ tokenizer, guided-alignment targets, the model, the optimiser and the batches.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +28,10 @@ from translator.data import (
     load_train_links,
     ships_links,
 )
-from translator.device import resolve_device, resolve_precision
+from translator.device import native_bf16_flags, resolve_device, resolve_precision
 from translator.direction import TAGS, Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
-from translator.dropout import seed_dropout
+from translator.dropout import dropout_state, seed_dropout, set_dropout_state
 from translator.encoded import (
     EncodedCorpus,
     PieceLinks,
@@ -42,7 +44,7 @@ from translator.encoded import (
 from translator.errors import TranslatorError
 from translator.links import AlignerMissingError, Link, piece_links
 from translator.model import Transformer
-from translator.recipe import Budget, build_optimizer
+from translator.recipe import Budget, batch_loss, build_optimizer
 from translator.reporting import log, say, setup_logging
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer
@@ -187,6 +189,7 @@ class Run:
     world_size: int
     device: torch.device
     precision: str  # fp32, bf16 or fp16, as resolved for the device
+    precision_reason: str  # why: forced by the config, the device's rule, or a timed probe
     splits: dict[str, Sequence[Pair]]  # the clean pairs (train read from the cache if asked)
     tokenizer: Tokenizer
     train_data: EncodedSplit
@@ -338,8 +341,60 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
                                    cfg.curriculum_steps * cfg.accumulate)
     sampler = TokenBatchSampler(train_data.lengths(), cfg.batch_tokens, cfg.seed, shuffle=True,
                                 num_shards=world_size, shard_index=rank, competence=competence)
-    return Run(config, run_dir, rank, world_size, device, precision, prepared.splits, tokenizer,
-               train_data, dev_data, model, optimizer, scheduler, scaler, sampler, budget)
+    run = Run(config, run_dir, rank, world_size, device, precision or "fp32",
+              precision_reason(cfg.precision, device), prepared.splits, tokenizer, train_data,
+              dev_data, model, optimizer, scheduler, scaler, sampler, budget)
+    if precision is None:
+        run.precision, run.precision_reason = from_main_process(probe_precision(run))
+    # config.yaml keeps what auto chose: a resume continues in it
+    run.config = dataclasses.replace(run.config, train=dataclasses.replace(
+        run.config.train, precision=run.precision))
+    return run
+
+
+def precision_reason(asked: str, device: torch.device) -> str:
+    """Why a run computes in its precision, for its first line (a probe says its own)."""
+    if asked != "auto":
+        return "set by train.precision"
+    if device.type == "cuda":
+        return "auto: what this GPU supports"
+    return "auto: this CPU has no native bf16 (avx512_bf16, amx_bf16 or Arm bf16)"
+
+
+PROBE_BATCHES = 3  # training batches timed in each precision, twice (fp32, bf16, fp32, bf16)
+PROBE_MARGIN = 1.1  # bf16 must be this much faster: its rounding is not free
+
+
+def probe_precision(run: Run) -> tuple[str, str]:
+    """auto on a CPU with native bf16: the faster of fp32 and bf16, timed on forward and
+    backward passes of the first training batches (after one untimed pass each), the two
+    alternating so that a busy machine slows both alike. The weights, the sampler and the
+    random streams are left as they were, so the run that follows is the one it would be
+    without the probe; its seconds count in the time budget."""
+    started = time.perf_counter()
+    sampler_state, rng, dropout = run.sampler.state_dict(), torch.get_rng_state(), dropout_state()
+    batches = [run.train_data.batch(indices, run.tokenizer, run.device)
+               for indices, _ in zip(run.sampler, range(PROBE_BATCHES + 1))]
+    seconds = {"fp32": math.inf, "bf16": math.inf}
+    run.model.train()
+    for precision, timed in (("fp32", batches[:1]), ("bf16", batches[:1])) + (
+            ("fp32", batches[1:]), ("bf16", batches[1:])) * 2:
+        start = time.perf_counter()
+        for batch in timed:
+            batch_loss(run.model, batch, run.tokenizer, run.config.train, run.device,
+                       precision).backward()
+        if len(timed) > 1:
+            seconds[precision] = min(seconds[precision], time.perf_counter() - start)
+    run.model.zero_grad(set_to_none=True)
+    run.sampler.load_state_dict(sampler_state)
+    torch.set_rng_state(rng)
+    set_dropout_state(dropout)
+    run.budget.seconds += time.perf_counter() - started
+    speedup = seconds["fp32"] / seconds["bf16"]
+    chosen = "bf16" if speedup >= PROBE_MARGIN else "fp32"
+    return chosen, (f"auto: bf16 timed {speedup:.2f}× fp32 on {len(batches) - 1} batches, "
+                    f"CPU with {'/'.join(native_bf16_flags())}, probe "
+                    f"{time.perf_counter() - started:.1f} s")
 
 
 def new_run_dir(cfg: TrainConfig, rank: int) -> RunDir:

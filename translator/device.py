@@ -48,12 +48,25 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """auto: on GPUs bf16 where supported, else fp16; on CPUs fp32, because it was measured
-    faster there even where bf16 is native: on an AMX Xeon (2 cores) the default model made
-    12,285 tokens/s in fp32 and 8,424 under bf16 autocast (bench/train_speed.py, 2026-12-01):
-    at this size the casts of weights and activations each step cost more than the bf16
-    matmuls save. train.precision=bf16 still asks for it (for a bigger model, say)."""
+def native_bf16_flags() -> list[str]:
+    """The CPU features that make bf16 matrix products native (fast) here: x86's
+    ``avx512_bf16`` / ``amx_bf16``, Arm's ``bf16``, as /proc/cpuinfo lists them; none where
+    it cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = set(line.split(":", 1)[1].split())
+                return [f for f in ("avx512_bf16", "amx_bf16", "bf16") if f in flags]
+    except OSError:
+        pass
+    return []
+
+
+def resolve_precision(precision: str, device: torch.device) -> str | None:
+    """A forced precision as it is; auto: on GPUs bf16 where supported, else fp16; on a CPU
+    with native bf16 None (the run times both: `translator.build.probe_precision`), and
+    fp32 on any other CPU: there a bf16 matmul is emulated and the default model's step was
+    measured slower than fp32 (bench/step_profile.py, docs/performance.md)."""
     if device.type == "cpu" and precision == "fp16":
         raise DeviceError("fp16 on a CPU is about 100× slower than fp32; use "
                           "train.precision=bf16 or fp32")
@@ -61,7 +74,7 @@ def resolve_precision(precision: str, device: torch.device) -> str:
         return precision
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "fp32"
+    return None if device.type == "cpu" and native_bf16_flags() else "fp32"
 
 
 def autocast(device: torch.device, precision: str) -> AbstractContextManager:

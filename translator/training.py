@@ -257,7 +257,7 @@ class Trainer:
         run, cfg = self.run, self.cfg
         say(f"run folder: {run.run_dir}  |  {run.model.num_parameters():,} parameters  |  "
             f"{len(run.train_data.pairs):,} training pairs  |  device {run.device}, "
-            f"{run.precision}, {run.world_size} process(es)")
+            f"{run.precision} ({run.precision_reason}), {run.world_size} process(es)")
         batches = self.batches()
         bar = self.progress_bar()
         window_start, window_tokens = time.time(), 0
