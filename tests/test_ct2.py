@@ -17,9 +17,10 @@ from urllib.parse import quote
 import pytest
 import torch
 
-from translator import cli
+from translator import cli, plotting
 from translator.config import Config
 from translator.data import DataConfig, load_splits
+from translator.explorer import read_explorer_data
 from translator.metrics import corpus_scores
 from translator.serve import make_server
 from translator.translate import Translator
@@ -158,6 +159,26 @@ def test_export_and_translate_from_the_command_line(tiny_run, tmp_path, capsys):
     assert cli.main(["translate", "--backend", "ct2", "--run", str(out), "--plot-heads",
                      str(picture), RAJESH]) == 2
     assert "only the PyTorch backend" in capsys.readouterr().err
+
+
+def test_the_pictures_of_an_export_name_its_one_view(tiny_run, tmp_path, monkeypatch, capsys):
+    """translate --backend ct2 --plot and --html title CTranslate2's one matrix with the layer
+    it really is (the run's alignment layer), not as layer 0 of a one-layer model."""
+    out = export(tiny_run, tmp_path / "export", "float32")
+    layout = Translator.from_export(out, "cpu", threads=1).decoder.layout
+    assert layout.layers == (alignment_layer(Translator.from_run(tiny_run, device="cpu").config),)
+    expected = (f"layer {layout.layers[0]} (of 0–{layout.num_layers - 1}), mean of heads "
+                f"0–{layout.num_heads - 1} (CTranslate2)")
+    titles = []
+    monkeypatch.setattr(plotting, "plot_heatmap",
+                        lambda words, path, title="", **_: titles.append(title) or path)
+    page = tmp_path / "page.html"
+    assert cli.main(["translate", "--backend", "ct2", "--run", str(out), "--beam", "1",
+                     "--plot", str(tmp_path / "a.png"), "--html", str(page), RAJESH]) == 0
+    assert titles == [expected]
+    data = read_explorer_data(page)
+    assert data["titles"] == {"mean": [expected], "heads": [[expected]]}
+    assert data["layers"] == data["heads"] == 1 and data["default_layer"] == 0
 
 
 def test_a_missing_ctranslate2_is_one_sentence(monkeypatch, tmp_path):

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from translator import plotting
+from translator import drawing, plotting
 from translator.alignment import (
     AlignmentError,
+    SentenceAttention,
     describe_view,
     hard_links,
     resolve_layer,
@@ -65,10 +66,12 @@ def page(tmp_path_factory) -> Path:
 
 
 def test_embedded_numbers_equal_the_json_heatmap(tmp_path, page, monkeypatch):
-    for name in ("plot_heatmap", "plot_heads", "plot_layers"):  # only the JSON is needed
-        monkeypatch.setattr(plotting, name, lambda *args, **kwargs: tmp_path)
+    monkeypatch.setattr(plotting, "plot_heatmap", lambda *args, **kwargs: tmp_path)
+    for name in ("plot_heads", "plot_layers"):  # only the JSON is needed
+        monkeypatch.setattr(drawing, name, lambda *args, **kwargs: tmp_path)
     attention = random_attention()
-    plotting.draw_attention(attention, SOURCE_PIECES, TARGET_PIECES, tmp_path, "rajesh")
+    drawing.draw_attention(SentenceAttention.every(attention, SOURCE_PIECES, TARGET_PIECES),
+                           tmp_path, "rajesh")
     record = json.loads((tmp_path / "rajesh.json").read_text(encoding="utf-8"))
     data = read_explorer_data(page)
     layer = resolve_layer(None, attention.size(0))

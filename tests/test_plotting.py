@@ -9,18 +9,18 @@ import pytest
 import torch
 
 import translator.corpus
-from translator.alignment import WordAlignment
+from translator.alignment import SentenceAttention, View, WordAlignment
 from translator.config import load_config
 from translator.data import embedded_corpus_dir
-from translator.drawing import draw_showcase_heatmaps, showcase_sources, translate_showcase
-from translator.errors import TranslatorError
-from translator.plotting import (
-    devanagari_font,
+from translator.drawing import (
+    draw_showcase_heatmaps,
     plot_heads,
-    plot_heatmap,
     plot_layers,
-    save_alignment_json,
+    showcase_sources,
+    translate_showcase,
 )
+from translator.errors import TranslatorError
+from translator.plotting import devanagari_font, plot_heatmap, save_alignment_json
 from translator.training import train
 from translator.translate import Translator
 
@@ -81,11 +81,11 @@ def test_devanagari_conjuncts_are_shaped():
 
 
 def test_head_and_layer_grids(tmp_path):
-    attention = random_attention()
+    sentence = SentenceAttention.every(random_attention(), SOURCE_PIECES, TARGET_PIECES)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        heads = plot_heads(attention, SOURCE_PIECES, TARGET_PIECES, 1, tmp_path / "heads.png")
-        layers = plot_layers(attention, SOURCE_PIECES, TARGET_PIECES, tmp_path / "layers.svg")
+        heads = plot_heads(sentence, View(1), tmp_path / "heads.png")
+        layers = plot_layers(sentence, tmp_path / "layers.svg")
     assert missing_glyph_warnings(caught) == []
     assert heads.read_bytes().startswith(PNG_MAGIC)
     assert "<svg" in layers.read_text(encoding="utf-8")

@@ -12,16 +12,16 @@ import pytest
 import sacrebleu
 import torch
 
-from translator.alignment import merge_to_words, resolve_layer, select_attention
+from translator.alignment import SentenceAttention, merge_to_words, resolve_layer, select_attention
 from translator.batching import make_batch
 from translator.checkpoint import load_checkpoint, save_checkpoint
 from translator.cli import evaluate_main, translate_main
 from translator.config import config_to_dict, load_config, save_config
 from translator.corpus import SHOWCASE, read_split
+from translator.drawing import all_heads_as_words
 from translator.errors import TranslatorError
 from translator.explorer import read_explorer_data
 from translator.model import Transformer
-from translator.plotting import all_heads_as_words
 from translator.recipe import token_loss
 from translator.run_dir import RunDirError
 from translator.tokenizer import Tokenizer
@@ -321,8 +321,7 @@ def test_translate_command_writes_explorer_pages_of_the_plotted_numbers(run_dir,
         assert data["source_words"] == plotted["source_words"]
         assert data["target_words"] == plotted["target_words"]
         assert data["weights"]["mean"][0] == plotted["weights"]
-        assert data["weights"]["heads"] == all_heads_as_words(
-            result.attention, result.source_pieces, result.target_pieces)
+        assert data["weights"]["heads"] == all_heads_as_words(SentenceAttention.of(result))
         assert "hi → en" in data["title"] and "beam 3" in data["title"]
     assert translate_main(["--run", str(run_dir), "--html", str(tmp_path / "page.png"),
                            "कल"]) == 2

@@ -16,23 +16,30 @@ of the pieces and the attention. Links are read and written by `translator.links
 The default view is `DEFAULT_LAYER` with all heads averaged; bench/alignment_bench.py measures
 every layer (and every head) against gold alignments, which is how the default is to be set
 (see the note at `DEFAULT_LAYER`).
+
+A view is a value (`View`: a layer and heads), and a sentence's attention knows what it holds
+(`SentenceAttention`: every layer and head of our model, or CTranslate2's one mean of heads of
+one layer): it gives a view's word matrix, its title and the views it offers. This module and
+`translator.drawing`, which picks the views a picture shows, are the only ones that compute a
+view; `translator.plotting` and `translator.explorer` draw the word matrices they are given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from translator.batching import make_batch
-from translator.decoders import evaluating
+from translator.config import Config
+from translator.decoders import AttentionLayout, evaluating
 from translator.errors import TranslatorError
 from translator.links import Link
 from translator.model import Transformer
 from translator.tokenizer import Tokenizer, piece_words
-from translator.translate import check_target_language, target_and_body
+from translator.translate import Translation, check_target_language, target_and_body
 
 # Which decoder layer's heads to average by default, as a Python index (negative counts from
 # the top): the penultimate layer, which the default recipe trains to align (guided
@@ -66,6 +73,23 @@ def resolve_layer(layer: int | None, num_layers: int) -> int:
         raise AlignmentError(f"layer {layer} does not exist: the decoder's layers are 0 to "
                              f"{num_layers - 1}")
     return layer % num_layers
+
+
+def supervised_layer(config: Config) -> int:
+    """The decoder layer (non-negative index) a run's attention is best read from: the one
+    guided alignment trained (train.alignment_layer), else the default view's."""
+    layer = config.train.alignment_layer if config.train.alignment_weight > 0 else None
+    return resolve_layer(layer, config.model.num_decoder_layers)  # None: DEFAULT_LAYER
+
+
+def rounded(value):
+    """A tensor, a number or nested lists of them to 4 decimals with Python's round, as every
+    JSON of weights holds them: 0.1235, not float32's 0.12349999696."""
+    if isinstance(value, Tensor):
+        value = value.double().tolist()
+    if isinstance(value, list):
+        return [rounded(item) for item in value]
+    return round(value, 4)
 
 
 def select_attention(
@@ -116,8 +140,7 @@ class WordAlignment:
 
     def to_dict(self) -> dict:
         return {"source_words": self.source_words, "target_words": self.target_words,
-                "weights": [[round(float(w), 4) for w in row] for row in self.weights],
-                "eos": "keep" if self.eos_kept else "drop"}
+                "weights": rounded(self.weights), "eos": "keep" if self.eos_kept else "drop"}
 
 
 def _grouping(word_of_piece: list[int], num_words: int) -> Tensor:
@@ -184,6 +207,118 @@ def word_alignment(
     weights = select_attention(attention, layer, heads)
     return merge_to_words(shifted(weights) if shift else weights, source_pieces,
                           target_pieces, eos)
+
+
+# ---------------------------------------------------------------- a sentence's views
+
+
+@dataclass
+class View:
+    """Which part of a sentence's attention a reader looks at: a decoder layer of the model
+    (None: `DEFAULT_LAYER`; negative counts from the top) and the heads averaged (None: all)."""
+
+    layer: int | None = None
+    heads: list[int] | None = None
+
+
+@dataclass
+class SentenceAttention:
+    """One sentence's cross-attention ([layers held, heads held, T+1, S+1]) with its pieces
+    and what it holds (`AttentionLayout`): every layer and head of our model, or CTranslate2's
+    one mean of heads of one layer, which names itself in its titles."""
+
+    weights: Tensor
+    source_pieces: Sequence[str]
+    target_pieces: Sequence[str]
+    layout: AttentionLayout = field(default=None)  # None: every layer and head of the tensor
+
+    def __post_init__(self) -> None:
+        if self.weights.dim() != 4:
+            raise AlignmentError(f"attention of shape {tuple(self.weights.shape)} is not "
+                                 "[layers, heads, target steps, source positions]; pass a "
+                                 "Translation's attention")
+        if self.layout is None:
+            self.layout = AttentionLayout.every(*self.weights.shape[:2])
+
+    @classmethod
+    def of(cls, translation: Translation) -> SentenceAttention:
+        """A translation's attention (which must have been asked for)."""
+        return cls(translation.attention, translation.source_pieces, translation.target_pieces,
+                   translation.layout)
+
+    @classmethod
+    def every(cls, weights: Tensor, source_pieces: Sequence[str],
+              target_pieces: Sequence[str], full_context: bool = False) -> SentenceAttention:
+        """Every layer and head of our model (``full_context``: read without the causal
+        mask)."""
+        return cls(weights, source_pieces, target_pieces,
+                   AttentionLayout.every(*weights.shape[:2], full_context))
+
+    @property
+    def num_layers(self) -> int:
+        """Layers held (1 for CTranslate2's)."""
+        return self.weights.size(0)
+
+    @property
+    def num_heads(self) -> int:
+        """Heads held (1 for CTranslate2's mean of heads)."""
+        return self.weights.size(1)
+
+    @property
+    def every_view(self) -> bool:
+        """Whether every layer and head of the model is here (not one engine's mean)."""
+        return self.layout.engine is None
+
+    def index(self, view: View) -> int:
+        """The position of ``view``'s layer among those held; a layer not held is refused."""
+        if self.every_view:
+            return resolve_layer(view.layer, self.num_layers)
+        if view.layer is None:
+            return 0
+        layer = resolve_layer(view.layer, self.layout.num_layers)
+        if layer not in self.layout.layers:
+            raise AlignmentError(f"{self.layout.engine} returned the attention of layer "
+                                 f"{self.layout.layers[0]} only, not of layer {layer}; use the "
+                                 "PyTorch backend")
+        return self.layout.layers.index(layer)
+
+    def matrix(self, view: View) -> Tensor:
+        """``view``'s piece-level matrix [T+1, S+1] (`select_attention`)."""
+        return select_attention(self.weights, self.index(view), view.heads)
+
+    def words(self, view: View | None = None, eos: str = "drop") -> WordAlignment:
+        """``view``'s word-level matrix (`merge_to_words`; None: the default view)."""
+        return self.merged(self.matrix(view or View()), eos)
+
+    def merged(self, matrix: Tensor, eos: str = "drop") -> WordAlignment:
+        """A piece-level matrix of this sentence [T+1, S+1] merged to words."""
+        return merge_to_words(matrix, self.source_pieces, self.target_pieces, eos)
+
+    def head_matrix(self, index: int, head: int) -> Tensor:
+        """One head's piece-level matrix, by the positions of its layer and head here."""
+        return self.weights[index, head]
+
+    def title(self, view: View | None = None) -> str:
+        """What ``view`` shows, e.g. 'layer 2 (of 0–2), mean of heads 0–7' (`describe_view`);
+        an engine's one matrix names its layer and the engine."""
+        view = view or View()
+        if not self.every_view:
+            layout = self.layout
+            return (f"layer {layout.layers[0]} (of 0–{layout.num_layers - 1}), mean of heads "
+                    f"0–{layout.num_heads - 1} ({layout.engine})")
+        return describe_view(self.weights, view.layer, view.heads, self.layout.full_context)
+
+    def layer_of(self, view: View) -> int:
+        """The model's decoder layer ``view`` shows (non-negative)."""
+        return self.layout.layers[self.index(view)]
+
+    def layer_views(self, heads: list[int] | None = None) -> list[View]:
+        """One view per layer held, ``heads`` averaged (None: all)."""
+        return [View(layer, heads) for layer in self.layout.layers]
+
+    def head_views(self, view: View) -> list[View]:
+        """Each head held of ``view``'s layer, on its own."""
+        return [View(self.layer_of(view), [head]) for head in range(self.num_heads)]
 
 
 # ---------------------------------------------------------------- getting the attention

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from translator.alignment import align_pairs, alignment_error_rate, resolve_layer
+from translator.alignment import align_pairs, alignment_error_rate
 from translator.config import SearchConfig, load_config
 from translator.ct2 import QUANTIZATIONS, export
 from translator.demo import run_demo
@@ -36,6 +36,7 @@ from translator.direction import TAGS
 from translator.drawing import (
     PICTURES,
     check_picture_path,
+    check_views,
     draw_curves,
     draw_showcase,
     draw_translations,
@@ -218,20 +219,6 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     _backend_argument(parser)
 
 
-def check_backend_pictures(args: argparse.Namespace, pictures: dict[str, Path]) -> None:
-    """CTranslate2 returns one attention matrix (the alignment layer's mean of heads): the
-    pictures of every layer or head, and another layer, need the PyTorch backend."""
-    if args.backend != "ct2":
-        return
-    wanted = [kind for kind in ("plot_heads", "plot_layers") if kind in pictures]
-    if wanted or args.layer is not None:
-        flag = f"--{wanted[0].replace('_', '-')}" if wanted else "--layer"
-        raise TranslatorError(f"{flag} needs every layer's and head's attention, which only "
-                              "the PyTorch backend has; drop --backend ct2 (CTranslate2 "
-                              "returns the alignment layer's mean of heads, for --plot and "
-                              "--html)")
-
-
 def read_inputs(args: argparse.Namespace) -> list[str]:
     if args.texts and args.file:
         raise TranslatorError("give texts on the command line or --file, not both")
@@ -266,11 +253,10 @@ def run_translate(args: argparse.Namespace) -> int:
     for kind, path in pictures.items():  # a bad path is refused before the translating
         check_picture_path(path, kind)
     check_to(args.to)
-    check_backend_pictures(args, pictures)
     texts = read_inputs(args)
     translator = load_translator(args)
-    if pictures:  # an unknown layer is caught before the translating too
-        resolve_layer(args.layer, translator.config.model.num_decoder_layers)
+    # pictures the decoder's attention cannot give, or an unknown layer: before translating
+    check_views(pictures, args.layer, translator.decoder.layout)
     translations = translator.translate(texts, need_attention=bool(pictures),
                                         target_language=args.to, batch_size=args.batch_size)
     for number, translation in enumerate(translations, start=1):

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from translator.alignment import resolve_layer
+from translator.alignment import supervised_layer
 from translator.config import Config, save_config
 from translator.decoders import CT2Error, require_ctranslate2
 from translator.exports import check_export_folder, write_export_record, written_whole
@@ -49,8 +49,7 @@ def alignment_layer(config: Config) -> int:
     """The decoder layer (non-negative index) whose mean of heads CTranslate2 returns as
     attention: the one guided alignment trained (train.alignment_layer), else the default
     view's layer."""
-    layer = config.train.alignment_layer if config.train.alignment_weight > 0 else None
-    return resolve_layer(layer, config.model.num_decoder_layers)  # None: DEFAULT_LAYER
+    return supervised_layer(config)
 
 
 def _array(tensor: Tensor) -> np.ndarray:

@@ -3,6 +3,11 @@ pages and the learning curves (`translator.training.train` draws them at the end
 that the Python API and the command line write the same run folder; `plot-run` redraws
 them), and the heatmaps, grids and explorer pages `translate --plot/--html` asks for.
 
+This is the one place that picks views (`translator.alignment.View`): the default view of a
+heatmap, a layer's heads and every layer for the grids; `translator.alignment.SentenceAttention`
+computes their word matrices and titles, and `translator.plotting` and `translator.explorer`
+draw them.
+
     draw_showcase(RunDir("runs/latest"))   # heatmaps/showcase-N.{png,svg,json,html}, ...
     draw_curves(RunDir("runs/latest"))     # curves.png
     draw_translations(translations, {"plot": Path("rajesh.png")}, translator)
@@ -13,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from translator import corpus, explorer, plotting
-from translator.alignment import describe_view, merge_to_words, select_attention
+from translator.alignment import SentenceAttention, View, resolve_layer
+from translator.decoders import AttentionLayout
 from translator.direction import Direction
 from translator.errors import TranslatorError
 from translator.reporting import say
@@ -54,12 +60,11 @@ def draw_showcase_heatmaps(translator: Translator, out_dir: str | Path,
         showcase = translate_showcase(translator)
     paths = []
     for number, (source, reference, result) in enumerate(showcase, start=1):
-        paths += plotting.draw_attention(
-            result.attention, result.source_pieces, result.target_pieces, out_dir,
-            f"showcase-{number}", source=source, translation=result.text,
-            reference=reference, direction=Direction(translator.direction).showcase().name,
-            beam_size=translator.search.beam_size,
-            full_context=translator.config.train.alignment_full_context)
+        paths += draw_attention(
+            SentenceAttention.of(result), out_dir, f"showcase-{number}", source=source,
+            translation=result.text, reference=reference,
+            direction=Direction(translator.direction).showcase().name,
+            beam_size=translator.search.beam_size)
     return paths
 
 
@@ -76,13 +81,12 @@ def draw_showcase(run_dir: RunDir, beam_size: int | None = None, device: str = "
     paths = draw_showcase_heatmaps(translator, run_dir.heatmaps_dir, showcase)
     beam = translator.search.beam_size
     for number, (source, reference, result) in enumerate(showcase, start=1):
-        paths.append(explorer.write_explorer(
-            run_dir.heatmaps_dir / f"showcase-{number}.html", result.attention,
-            result.source_pieces, result.target_pieces, source, result.text,
-            title=f"showcase sentence {number} · "
-            f"{Direction(translator.direction).showcase().arrow} · "
-            f"beam {beam}", reference=reference,
-            full_context=translator.config.train.alignment_full_context))
+        paths.append(explorer.write_page(
+            run_dir.heatmaps_dir / f"showcase-{number}.html", explorer.sentence_data(
+                SentenceAttention.of(result), source, result.text,
+                title=f"showcase sentence {number} · "
+                f"{Direction(translator.direction).showcase().arrow} · beam {beam}",
+                reference=reference)))
     say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
         f"showcase-1.html in a browser to explore them)")
     return paths
@@ -93,6 +97,62 @@ def draw_curves(run_dir: RunDir, best_by: str = "chrf") -> Path:
     path = plotting.plot_learning_curves(run_dir.metrics_file, run_dir.curves_file, best_by)
     say(f"learning curves: {path}")
     return path
+
+
+# ---------------------------------------------------------------- one sentence's pictures
+
+
+def plot_heads(sentence: SentenceAttention, view: View | None, path: str | Path,
+               eos: str = "drop", title: str | None = None) -> Path:
+    """Every head of ``view``'s layer (None: the default view's), each merged to words."""
+    index = sentence.index(view or View())
+    panels = [(f"head {h}", sentence.merged(sentence.head_matrix(index, h), eos))
+              for h in range(sentence.num_heads)]
+    title = title or (f"cross-attention of each head, layer {sentence.layer_of(view or View())}"
+                      f" (of 0–{sentence.layout.num_layers - 1})")
+    return plotting.plot_grid(panels, path, title, columns=min(4, sentence.num_heads))
+
+
+def plot_layers(sentence: SentenceAttention, path: str | Path, eos: str = "drop",
+                title: str | None = None) -> Path:
+    """Every decoder layer held, its heads averaged, each merged to words; the default view's
+    layer marked."""
+    default = sentence.layer_of(View())
+    panels = [(f"layer {view.layer}" + (" (default)" if view.layer == default else ""),
+               sentence.words(view, eos)) for view in sentence.layer_views()]
+    title = title or f"cross-attention of each layer, mean of its {sentence.num_heads} heads"
+    return plotting.plot_grid(panels, path, title, columns=min(3, sentence.num_layers))
+
+
+def all_heads_as_words(sentence: SentenceAttention) -> list[list[list[list[float]]]]:
+    """[layers][heads] word-level matrices (EOS dropped, 4 decimals), for the JSON, notebooks
+    and other tools."""
+    return [[rounded_words(sentence, index, head) for head in range(sentence.num_heads)]
+            for index in range(sentence.num_layers)]
+
+
+def rounded_words(sentence: SentenceAttention, index: int, head: int) -> list[list[float]]:
+    return sentence.merged(sentence.head_matrix(index, head)).to_dict()["weights"]
+
+
+def draw_attention(sentence: SentenceAttention, out_dir: str | Path, name: str,
+                   view: View | None = None, **extra) -> list[Path]:
+    """The full set for one sentence: NAME.png and NAME.svg (``view``, None: the default),
+    NAME-heads.png, NAME-layers.png and NAME.json (the view plus every layer and head, as
+    words, and ``extra`` keys)."""
+    view = view or View()
+    out_dir = Path(out_dir)
+    alignment = sentence.words(view)
+    title = sentence.title(view)
+    paths = [plotting.plot_heatmap(alignment, out_dir / f"{name}{suffix}", title=title)
+             for suffix in plotting.FORMATS]
+    paths.append(plot_heads(sentence, view, out_dir / f"{name}-heads.png"))
+    paths.append(plot_layers(sentence, out_dir / f"{name}-layers.png"))
+    paths.append(plotting.save_alignment_json(
+        alignment, out_dir / f"{name}.json", view=title, layer=sentence.layer_of(view),
+        heads=view.heads or list(range(sentence.num_heads)),
+        **extra, all_heads=all_heads_as_words(sentence)))
+    return paths
 
 
 # ---------------------------------------------------------------- a translation's pictures
@@ -128,30 +188,44 @@ def check_picture_path(path: Path, kind: str) -> None:
                               "create it first or choose another path")
 
 
+def check_views(pictures: dict[str, Path], layer: int | None,
+                layout: AttentionLayout) -> None:
+    """Refuse, before any translating, pictures that the attention a decoder returns cannot
+    give: another layer, or every layer's or head's, from CTranslate2's one mean of heads; a
+    layer the model does not have."""
+    if layout.engine is not None:
+        wanted = [kind for kind in ("plot_heads", "plot_layers") if kind in pictures]
+        if wanted or layer is not None:
+            flag = f"--{wanted[0].replace('_', '-')}" if wanted else "--layer"
+            raise TranslatorError(f"{flag} needs every layer's and head's attention, which "
+                                  f"only the PyTorch backend has; {layout.engine} returns the "
+                                  "alignment layer's mean of heads, for --plot and --html")
+    elif pictures:
+        resolve_layer(layer, layout.num_layers)
+
+
 def draw_translations(translations: list[Translation], pictures: dict[str, Path],
                       translator: Translator, layer: int | None = None) -> list[Path]:
     """The ``pictures`` asked for (`PICTURES` key → path) of every translation that has
-    attention, numbered when there are several; returns the files written."""
+    attention, numbered when there are several, in ``layer``'s view (None: the default);
+    returns the files written."""
     drawn = [t for t in translations if t.attention is not None]
-    full_context = translator.config.train.alignment_full_context
+    view = View(layer)
     written = []
     for kind, path in pictures.items():
         for t, out in zip(drawn, picture_paths(path, len(drawn), kind)):
+            sentence = SentenceAttention.of(t)
             if kind == "html":
                 direction = Direction(translator.direction).of_translation(t.target_language)
-                explorer.write_explorer(out, t.attention, t.source_pieces, t.target_pieces,
-                                        t.source, t.text, layer=layer,
-                                        full_context=full_context,
-                                        title=f"cross-attention explorer · {direction.arrow} "
-                                        f"· beam {translator.search.beam_size}")
+                explorer.write_page(out, explorer.sentence_data(
+                    sentence, t.source, t.text, view=view,
+                    title=f"cross-attention explorer · {direction.arrow} "
+                    f"· beam {translator.search.beam_size}"))
             elif kind == "plot":
-                words = merge_to_words(select_attention(t.attention, layer), t.source_pieces,
-                                       t.target_pieces)
-                plotting.plot_heatmap(words, out, title=describe_view(
-                    t.attention, layer, full_context=full_context))
+                plotting.plot_heatmap(sentence.words(view), out, title=sentence.title(view))
             elif kind == "plot_heads":
-                plotting.plot_heads(t.attention, t.source_pieces, t.target_pieces, layer, out)
+                plot_heads(sentence, view, out)
             else:
-                plotting.plot_layers(t.attention, t.source_pieces, t.target_pieces, out)
+                plot_layers(sentence, out)
             written.append(out)
     return written

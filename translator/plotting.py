@@ -1,5 +1,7 @@
-"""Attention heatmaps: one word-level matrix per sentence, a grid of a layer's heads, a grid of
-all layers, and the numbers behind them as JSON.
+"""Attention heatmaps: one word-level matrix per sentence, a grid of matrices (a layer's heads,
+all layers), the numbers behind them as JSON, and a run's learning curves. These functions draw
+the word matrices and labels they are given; which views they are is chosen by
+`translator.drawing` (and computed by `translator.alignment`).
 
 Bahdanau's picture: source words along the top, generated words down the side, each cell
 shaded by how much that output word drew on that source word. Devanagari is drawn with Noto
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -20,14 +21,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from translator.alignment import (
-    EOS_LABEL,
-    WordAlignment,
-    describe_view,
-    merge_to_words,
-    resolve_layer,
-    select_attention,
-)
+from translator.alignment import EOS_LABEL, WordAlignment, rounded
 from translator.errors import TranslatorError
 
 FORMATS = (".png", ".svg")
@@ -117,9 +111,10 @@ def plot_heatmap(alignment: WordAlignment, path: str | Path, title: str = "cross
         return _save(figure, path)
 
 
-def _grid(panels: list[tuple[str, WordAlignment]], path: str | Path, title: str,
-          columns: int) -> Path:
-    """Panels in a grid sharing one colour scale; words on the outer edges only."""
+def plot_grid(panels: list[tuple[str, WordAlignment]], path: str | Path, title: str,
+              columns: int) -> Path:
+    """Named word matrices in a grid of ``columns``, sharing one colour scale; words on the
+    outer edges only."""
     rows = math.ceil(len(panels) / columns)
     first = panels[0][1]
     width = min(MAX_INCHES / columns, max(1.5, len(first.source_words) * 0.22))
@@ -143,85 +138,15 @@ def _grid(panels: list[tuple[str, WordAlignment]], path: str | Path, title: str,
         return _save(figure, path, dpi=GRID_DPI)
 
 
-def plot_heads(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
-               layer: int | None, path: str | Path, eos: str = "drop",
-               title: str | None = None) -> Path:
-    """Every head of decoder ``layer`` (None: the default layer), each merged to words."""
-    num_layers, num_heads = attention.shape[:2]
-    index = resolve_layer(layer, num_layers)
-    panels = [(f"head {h}", merge_to_words(attention[index, h], source_pieces, target_pieces,
-                                           eos)) for h in range(num_heads)]
-    title = title or f"cross-attention of each head, layer {index} (of 0–{num_layers - 1})"
-    return _grid(panels, path, title, columns=min(4, num_heads))
-
-
-def plot_layers(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
-                path: str | Path, eos: str = "drop", title: str | None = None) -> Path:
-    """Every decoder layer, its heads averaged, each merged to words."""
-    num_layers, num_heads = attention.shape[:2]
-    default = resolve_layer(None, num_layers)
-    panels = [(f"layer {i}" + (" (default)" if i == default else ""),
-               merge_to_words(select_attention(attention, i), source_pieces, target_pieces,
-                              eos)) for i in range(num_layers)]
-    title = title or f"cross-attention of each layer, mean of its {num_heads} heads"
-    return _grid(panels, path, title, columns=min(3, num_layers))
-
-
-def _round4(value):
-    """A number, or nested lists of them, to 4 decimals with Python's round, as
-    `WordAlignment.to_dict` rounds: the JSON holds 0.1235, not float32's 0.12349999696."""
-    if isinstance(value, list):
-        return [_round4(item) for item in value]
-    return round(value, 4)
-
-
-def _rounded(value):
-    if isinstance(value, Tensor):
-        return _round4(value.float().tolist())
-    return value
-
-
 def save_alignment_json(alignment: WordAlignment, path: str | Path, **extra) -> Path:
     """Write the words and weights as JSON ({"source_words", "target_words", "weights",
     "eos"} plus ``extra`` keys, e.g. the sentence, the view, or all heads' matrices)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {**alignment.to_dict(), **{key: _rounded(value) for key, value in extra.items()}}
+    record = {**alignment.to_dict(), **{key: rounded(value) if isinstance(value, Tensor)
+                                        else value for key, value in extra.items()}}
     path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return path
-
-
-def all_heads_as_words(attention: Tensor, source_pieces: Sequence[str],
-                       target_pieces: Sequence[str]) -> list[list[list[list[float]]]]:
-    """[layers][heads] word-level matrices (EOS dropped), for notebooks and other tools."""
-    return [[_round4(merge_to_words(attention[layer, head], source_pieces, target_pieces)
-                     .weights.tolist()) for head in range(attention.size(1))]
-            for layer in range(attention.size(0))]
-
-
-def draw_attention(attention: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str],
-                   out_dir: str | Path, name: str, layer: int | None = None,
-                   heads: list[int] | None = None, full_context: bool = False, **extra
-                   ) -> list[Path]:
-    """The full set for one sentence: NAME.png and NAME.svg (the chosen view), NAME-heads.png,
-    NAME-layers.png and NAME.json (the view plus every layer and head, as words);
-    ``full_context`` says in the title that the attention is the full-context pass's."""
-    out_dir = Path(out_dir)
-    alignment = merge_to_words(select_attention(attention, layer, heads), source_pieces,
-                               target_pieces)
-    view = describe_view(attention, layer, heads, full_context)
-    paths = [plot_heatmap(alignment, out_dir / f"{name}{suffix}", title=view)
-             for suffix in FORMATS]
-    paths.append(plot_heads(attention, source_pieces, target_pieces, layer,
-                            out_dir / f"{name}-heads.png"))
-    paths.append(plot_layers(attention, source_pieces, target_pieces,
-                             out_dir / f"{name}-layers.png"))
-    paths.append(save_alignment_json(
-        alignment, out_dir / f"{name}.json", view=view,
-        layer=resolve_layer(layer, attention.size(0)),
-        heads=heads or list(range(attention.size(1))),
-        **extra, all_heads=all_heads_as_words(attention, source_pieces, target_pieces)))
-    return paths
 
 
 CURVE_METRICS = ("chrf", "bleu", "loss")  # what can pick the best checkpoint, as in training

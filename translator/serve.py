@@ -52,10 +52,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from translator.alignment import describe_view, hard_links, word_alignment
+from translator.alignment import SentenceAttention, hard_links
 from translator.direction import TAGS, Direction
 from translator.errors import TranslatorError
-from translator.explorer import explorer_data, explorer_html
+from translator.explorer import explorer_html, sentence_data
 from translator.links import format_line
 from translator.translate import Translation, Translator
 
@@ -190,9 +190,7 @@ def pharaoh_links(translation: Translation) -> str:
     word), "" without attention (an empty input, or one too long to keep it)."""
     if translation.attention is None or not translation.target_pieces:
         return ""
-    words = word_alignment(translation.attention, translation.source_pieces,
-                           translation.target_pieces)
-    return format_line(hard_links(words.weights))
+    return format_line(hard_links(SentenceAttention.of(translation).words().weights))
 
 
 def code_commit() -> str | None:
@@ -290,24 +288,15 @@ class TranslationService:
             record["to"] = translation.target_language
         return record
 
-    def view_title(self, translation: Translation) -> str:
-        """What the default view is: a layer's mean of heads (CTranslate2's one matrix names
-        its own layer)."""
-        layout = translation.layout
-        if layout is not None and layout.engine is not None:
-            return (f"layer {layout.layers[0]} (of 0–{layout.num_layers - 1}), mean of heads "
-                    f"0–{layout.num_heads - 1} ({layout.engine})")
-        return describe_view(translation.attention)
-
     def attention_record(self, translation: Translation) -> dict[str, Any] | None:
         """The word-level matrix of the default view (rows: target words; columns: source
         words; EOS dropped, rows renormalised, 4 decimals), or None without attention."""
         if translation.attention is None or not translation.target_pieces:
             return None
-        words = word_alignment(translation.attention, translation.source_pieces,
-                               translation.target_pieces).to_dict()
+        sentence = SentenceAttention.of(translation)
+        words = sentence.words().to_dict()
         words.pop("eos")
-        return {"view": self.view_title(translation), **words}
+        return {"view": sentence.title(), **words}
 
     def explorer_page(self, text: str) -> str:
         """The attention explorer of ``text``'s translation, with the text box above it."""
@@ -322,12 +311,7 @@ class TranslationService:
         direction = self.translator.direction.of_translation(translation.target_language)
         title = (f"cross-attention explorer · {direction.arrow} · beam "
                  f"{self.translator.search.beam_size}")
-        data = explorer_data(translation.attention, translation.source_pieces,
-                             translation.target_pieces, text, translation.text, title=title,
-                             full_context=self.translator.config.train.alignment_full_context)
-        if translation.layout.engine is not None:  # one matrix: a layer's mean of heads
-            data["titles"] = {"mean": [self.view_title(translation)],
-                              "heads": [[self.view_title(translation)]]}
+        data = sentence_data(SentenceAttention.of(translation), text, translation.text, title)
         page = explorer_html(data)
         # the box posts back here: the one change to the explorer file's policy
         page = page.replace("form-action 'none'", "form-action 'self'", 1)

@@ -1,11 +1,12 @@
 """The attention explorer: one self-contained HTML page to poke at a translation's
 cross-attention in a browser, opened from disk, with no server and no network.
 
-The page holds its data as inline JSON: the word-level matrices of every decoder layer and head
-(and of each layer's mean of heads), merged from pieces to words by
-`translator.alignment.merge_to_words` exactly as the PNG and JSON heatmaps are (EOS dropped,
-rows renormalised), rounded to 4 decimals as in the JSON, and the hard links of each view
-(`translator.alignment.hard_links`: the brightest source word of each target word). A script
+The page holds its data as inline JSON: the word-level matrices of every view the sentence's
+attention offers (`translator.alignment.SentenceAttention`: each decoder layer's heads and their
+mean), merged from pieces to words exactly as the PNG and JSON heatmaps are (EOS dropped, rows
+renormalised), rounded to 4 decimals as in the JSON, with the title each view gives itself, and
+the hard links of each view (`translator.alignment.hard_links`: the brightest source word of
+each target word). The page computes no view of its own. A script
 in plain JavaScript, drawing SVG, shows:
 
 - the source, the translation (and a reference, when given) in full;
@@ -46,14 +47,7 @@ from typing import Any
 
 from torch import Tensor
 
-from translator.alignment import (
-    AlignmentError,
-    describe_view,
-    hard_links,
-    merge_to_words,
-    resolve_layer,
-    select_attention,
-)
+from translator.alignment import AlignmentError, SentenceAttention, View, hard_links, rounded
 
 SUFFIXES = (".html", ".htm")
 FONT_FAMILY = "Explorer Noto Sans Devanagari"
@@ -72,20 +66,15 @@ _DATA_SCRIPT = re.compile(rf'<script type="application/json" id="{DATA_ID}">(.*?
 # ---------------------------------------------------------------- the data
 
 
-def _rounded(weights: Tensor) -> list[list[float]]:
-    """4 decimals, as `WordAlignment.to_dict` writes the JSON."""
-    return [[round(float(w), 4) for w in row] for row in weights]
-
-
-def _view(matrix: Tensor, source_pieces: Sequence[str], target_pieces: Sequence[str]
+def _view(sentence: SentenceAttention, matrix: Tensor
           ) -> tuple[list[list[float]], list[list[int]], list[float]]:
     """One view's word-level weights (EOS dropped), hard links, and each output word's share of
     attention that went to the source EOS (before the EOS column was dropped)."""
-    words = merge_to_words(matrix, source_pieces, target_pieces)
-    kept = merge_to_words(matrix, source_pieces, target_pieces, eos="keep")
-    eos_share = [round(float(w), 4) for w in kept.weights[: len(words.target_words), -1]]
+    words = sentence.merged(matrix)
+    kept = sentence.merged(matrix, eos="keep")
+    eos_share = rounded(kept.weights[: len(words.target_words), -1])
     links = [[i, j] for i, j in hard_links(words.weights)]
-    return _rounded(words.weights), links, eos_share
+    return rounded(words.weights), links, eos_share
 
 
 def explorer_data(
@@ -94,31 +83,33 @@ def explorer_data(
     reference: str | None = None, layer: int | None = None, heads: list[int] | None = None,
     full_context: bool = False,
 ) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data (``full_context``: the titles say the
-    attention is the full-context pass's).
+    """`sentence_data` of ``attention`` [layers, heads, T+1, S+1] as our model returns it
+    (``full_context``: the titles say the attention is the full-context pass's), opening on
+    ``layer`` (None: the default layer) with the mean of ``heads`` (None: all)."""
+    sentence = SentenceAttention.every(attention, source_pieces, target_pieces, full_context)
+    return sentence_data(sentence, source_text, translation_text, title, reference,
+                         View(layer, heads))
 
-    ``attention`` is [layers, heads, T+1, S+1] as a `Translation` carries it (T target pieces
-    plus the EOS step, S source pieces plus the source EOS). ``layer`` (None: the default
-    layer) is the view the page opens on; its "mean" is the mean of ``heads`` (None: all), as
-    in `translator.plotting.draw_attention`. Keys: ``weights``, ``links``, ``eos_share`` and
-    ``titles`` each hold ``{"mean": [per layer], "heads": [per layer][per head]}``.
-    """
-    if attention.dim() != 4:
-        raise AlignmentError(f"attention of shape {tuple(attention.shape)} is not [layers, heads, "
-                             "target steps, source positions]; pass a Translation's attention")
-    num_layers, num_heads = attention.shape[:2]
-    default = resolve_layer(layer, num_layers)
-    mean_heads = list(range(num_heads)) if heads is None else list(heads)
-    first = merge_to_words(attention[0, 0], source_pieces, target_pieces)
+
+def sentence_data(sentence: SentenceAttention, source_text: str, translation_text: str,
+                  title: str = "cross-attention explorer", reference: str | None = None,
+                  view: View | None = None) -> dict[str, Any]:
+    """Everything the page shows, as JSON-ready data: every view ``sentence`` offers, opening
+    on ``view``'s layer (None: the default view); each layer's "mean" is the mean of
+    ``view``'s heads (None: all), as in `translator.drawing.draw_attention`. Keys:
+    ``weights``, ``links``, ``eos_share`` and ``titles`` each hold ``{"mean": [per layer],
+    "heads": [per layer][per head]}``."""
+    view = view or View()
+    mean_heads = list(range(sentence.num_heads)) if view.heads is None else list(view.heads)
+    first = sentence.merged(sentence.head_matrix(0, 0))
     result: dict[str, Any] = {key: {"mean": [], "heads": []}
                               for key in ("weights", "links", "eos_share", "titles")}
-    for index in range(num_layers):
-        views = [_view(select_attention(attention, index, mean_heads), source_pieces,
-                       target_pieces)]
-        views += [_view(attention[index, h], source_pieces, target_pieces)
-                  for h in range(num_heads)]
-        titles = [describe_view(attention, index, heads, full_context)]
-        titles += [describe_view(attention, index, [h], full_context) for h in range(num_heads)]
+    for index, layer_view in enumerate(sentence.layer_views(view.heads)):
+        matrices = [sentence.matrix(View(layer_view.layer, mean_heads))]
+        matrices += [sentence.head_matrix(index, h) for h in range(sentence.num_heads)]
+        views = [_view(sentence, matrix) for matrix in matrices]
+        titles = [sentence.title(layer_view)]
+        titles += [sentence.title(head) for head in sentence.head_views(layer_view)]
         for key, values in zip(("weights", "links", "eos_share"), zip(*views)):
             result[key]["mean"].append(values[0])
             result[key]["heads"].append(list(values[1:]))
@@ -126,8 +117,9 @@ def explorer_data(
         result["titles"]["heads"].append(titles[1:])
     return {"title": title, "source": source_text, "translation": translation_text,
             "reference": reference, "source_words": first.source_words,
-            "target_words": first.target_words, "layers": num_layers, "heads": num_heads,
-            "mean_heads": mean_heads, "default_layer": default, "eos": "drop", **result}
+            "target_words": first.target_words, "layers": sentence.num_layers,
+            "heads": sentence.num_heads, "mean_heads": mean_heads,
+            "default_layer": sentence.index(view), "eos": "drop", **result}
 
 
 # ---------------------------------------------------------------- the font
@@ -258,11 +250,21 @@ def write_explorer(
 ) -> Path:
     """Write the explorer page of one translation to ``path`` (.html); see `explorer_data` for
     the arguments. Returns the path."""
-    path = Path(path)
-    if path.suffix.lower() not in SUFFIXES:
+    check_suffix(path)
+    return write_page(path, explorer_data(attention, source_pieces, target_pieces, source_text,
+                                          translation_text, title, reference, layer, heads,
+                                          full_context))
+
+
+def check_suffix(path: str | Path) -> None:
+    if Path(path).suffix.lower() not in SUFFIXES:
         raise ValueError(f"the explorer is an HTML page; end {path} in .html")
-    data = explorer_data(attention, source_pieces, target_pieces, source_text,
-                         translation_text, title, reference, layer, heads, full_context)
+
+
+def write_page(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write the page of `sentence_data`'s ``data`` to ``path`` (.html). Returns the path."""
+    path = Path(path)
+    check_suffix(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(explorer_html(data), encoding="utf-8")
     return path
