@@ -2,6 +2,7 @@
 operators torch.profiler finds most expensive.
 
     python bench/step_profile.py [--steps 50] [--warmup 10] [--threads 2] [key=value ...]
+    python bench/step_profile.py --precisions fp32 bf16    # the two side by side (default)
 
 The parts are timed with forward and backward hooks on the model's modules and wrappers
 around the loss, the optimiser, gradient clipping and the batches (each moment goes to the
@@ -11,12 +12,16 @@ guided-alignment loss, gradient clipping, the optimiser, batching (with the guid
 targets), and everything else (autograd's own work, residual adds, the glue between them).
 Backward time is attributed by module as the autograd engine reaches it; where it
 interleaves two branches the split between them is approximate, the total is not. Prints a
-Markdown table (bench/README.md) with the CPU model, threads and precision.
+Markdown table (bench/README.md) with the CPU model, its native-bf16 flags, threads and
+precision: with several --precisions, each is profiled in a process of its own and the parts
+are set side by side (ms/step in each, and the first's time over each other's).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +35,7 @@ import translator.recipe as recipe
 from translator.attention import MultiHeadAttention
 from translator.build import build_run
 from translator.config import load_config
-from translator.device import cpu_model
+from translator.device import cpu_model, native_bf16_flags
 from translator.model import Dropout, Embeddings, FeedForward
 from translator.run_dir import RunDir
 from translator.training import Trainer
@@ -104,19 +109,13 @@ def hook_modules(model: nn.Module, parts: Parts) -> None:
         lambda m, g: parts.pop("output + loss (bwd)"))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "default.yaml")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--top", type=int, default=15, help="operators listed")
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+def profile(args: argparse.Namespace, precision: str) -> dict:
+    """One precision's step, timed by part, and its most expensive operators."""
     torch.set_num_threads(args.threads)
     folder = Path(tempfile.mkdtemp(prefix="step-profile-"))
     config = load_config(args.config, [f"train.output_dir={folder}", "train.max_minutes=0",
-                                       "train.heatmaps=false", *args.overrides])
+                                       "train.heatmaps=false", *args.overrides,
+                                       f"train.precision={precision}"])
     run = build_run(config, RunDir.new(folder))
     trainer = Trainer(run)
     parts = Parts()
@@ -163,23 +162,72 @@ def main() -> int:
         tokens += trainer.train_step(stream)[1]
     total = time.perf_counter() - started
     parts.on = False
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
         for _ in range(min(20, args.steps)):
             trainer.train_step(stream)
-    print(f"## One training step by part: {cpu_model()}, {args.threads} thread(s), "
-          f"{run.precision}, {run.model.num_parameters():,} parameters, batches of "
-          f"{config.train.batch_tokens} tokens; {args.steps} steps after {args.warmup} "
-          f"warm-up\n")
-    print(f"{total / args.steps * 1000:.1f} ms a step, {tokens / total:,.0f} tokens/s\n")
-    print("| part | ms/step | share |\n|---|---:|---:|")
     named = sum(parts.seconds.values())
-    rows = sorted(parts.seconds.items(), key=lambda item: -item[1])
-    rows.append(("everything else (autograd, residual adds, glue)", total - named))
-    for name, seconds in rows:
-        print(f"| {name} | {seconds / args.steps * 1000:.1f} | {seconds / total:.1%} |")
-    print(f"\n## The {args.top} most expensive operators (torch.profiler, self CPU time, "
-          f"{min(20, args.steps)} steps)\n")
-    print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
+    ms = {name: seconds / args.steps * 1000 for name, seconds in parts.seconds.items()}
+    ms["everything else (autograd, residual adds, glue)"] = (total - named) / args.steps * 1000
+    return {"precision": run.precision, "parameters": run.model.num_parameters(),
+            "batch_tokens": config.train.batch_tokens, "ms_per_step": total / args.steps * 1000,
+            "tokens_per_second": tokens / total, "parts": ms,
+            "operators": profiled.key_averages().table(sort_by="self_cpu_time_total",
+                                                       row_limit=args.top)}
+
+
+def in_a_process(args: argparse.Namespace, precision: str) -> dict:
+    """`profile` in a fresh process (one precision's warm-up and hooks never touch another's)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [sys.executable, __file__, "--single", precision, "--json", out.name,
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads",
+                   str(args.threads), "--top", str(args.top), "--config", str(args.config),
+                   *args.overrides]
+        subprocess.run(command, check=True)
+        return json.loads(Path(out.name).read_text())
+
+
+def report(args: argparse.Namespace, results: list[dict]) -> None:
+    first = results[0]
+    flags = ", ".join(native_bf16_flags()) or "no native bf16"
+    print(f"## One training step by part: {cpu_model()} ({flags}), {args.threads} thread(s), "
+          f"{first['parameters']:,} parameters, batches of {first['batch_tokens']} tokens; "
+          f"{args.steps} steps after {args.warmup} warm-up\n")
+    names = [r["precision"] for r in results]
+    print("| part | " + " | ".join(f"{n} ms/step" for n in names) + " | "
+          + " | ".join(f"{names[0]} ÷ {n}" for n in names[1:]) + " |")
+    print("|---|" + "---:|" * (2 * len(names) - 1))
+    order = sorted(first["parts"], key=lambda part: -first["parts"][part])
+    for part in [*order, "**the step**"]:
+        values = [r["ms_per_step"] if part == "**the step**" else r["parts"].get(part, 0.0)
+                  for r in results]
+        ratios = [f"{values[0] / v:.2f}×" if v else "–" for v in values[1:]]
+        print(f"| {part} | " + " | ".join(f"{v:.1f}" for v in values) + " | "
+              + " | ".join(ratios) + " |")
+    print("\n| precision | tokens/s |\n|---|---:|")
+    for r in results:
+        print(f"| {r['precision']} | {r['tokens_per_second']:,.0f} |")
+    for r in results:
+        print(f"\n## The {args.top} most expensive operators in {r['precision']} "
+              f"(torch.profiler, self CPU time, {min(20, args.steps)} steps)\n")
+        print(r["operators"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "default.yaml")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--top", type=int, default=15, help="operators listed")
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    parser.add_argument("--single", help=argparse.SUPPRESS)  # one precision, in this process
+    parser.add_argument("--json", help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    if args.single:
+        Path(args.json).write_text(json.dumps(profile(args, args.single)))
+        return 0
+    report(args, [in_a_process(args, precision) for precision in args.precisions])
     return 0
 
 

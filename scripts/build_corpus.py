@@ -35,13 +35,17 @@ import statistics
 import sys
 import unicodedata
 from collections import Counter
+from pathlib import Path
 
 from translator.corpus import (
     CORPUS_DIR,
+    SECOND_SPLITS,
     SHOWCASE,
     SPLITS,
     is_close_to_showcase,
     links_path,
+    read_first_tries,
+    read_showcase_family,
     read_split,
     read_split_links,
     statistics_table,
@@ -63,6 +67,8 @@ CARD = CORPUS_DIR / "DATACARD.md"
 BEGIN, END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
 FIXED = ("dev", "test")  # the held-out splits, never rebuilt
 SEED = 20261130
+NEAR_COPY = 0.7  # a train sentence sharing this share of its words with a held-out one goes
+HELD2_DIR = CORPUS_DIR / "held2"
 OUTLIER_DEVIATIONS = 3.5
 
 
@@ -72,28 +78,76 @@ def blind(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_domain_pairs() -> list[tuple[str, str, str]]:
-    """(hindi, english, domain) of every line of the domain files, normalised, in order."""
+def read_domain_pairs(directory: Path = DOMAINS_DIR) -> list[tuple[str, str, str]]:
+    """(hindi, english, domain) of every line of the domain files, normalised, in order; a
+    file's domain is its name up to the first dot (travel.tsv, travel.r3.tsv: travel)."""
     rows = []
-    for path in sorted(DOMAINS_DIR.glob("*.tsv")):
+    for path in sorted(directory.glob("*.tsv")):
         for number, line in enumerate(read_lines(path), 1):
             fields = line.split("\t")
             if len(fields) != 2:
                 sys.exit(f"{path}:{number}: expected 'hindi<TAB>english'")
-            rows.append((normalize(fields[0]), normalize(fields[1]), path.stem))
+            rows.append((normalize(fields[0]), normalize(fields[1]), path.name.split(".")[0]))
     return rows
+
+
+def second_splits(rows: list[tuple[str, str, str]]) -> dict[str, list[tuple]]:
+    """dev2 and test2 from the held2/ files: each domain's pairs shuffled with a fixed seed,
+    the first half to dev2, the rest to test2."""
+    splits = {"dev2": [], "test2": []}
+    for domain in sorted({d for _, _, d in rows}):
+        pairs = [row for row in rows if row[2] == domain]
+        random.Random(f"{SEED}:{domain}").shuffle(pairs)
+        splits["dev2"] += pairs[: len(pairs) // 2]
+        splits["test2"] += pairs[len(pairs) // 2 :]
+    return splits
+
+
+def word_set(text: str) -> frozenset[str]:
+    return frozenset(blind(text).split())
+
+
+class NearCopies:
+    """Which sentences share at least `NEAR_COPY` of their words (Jaccard: shared words over
+    all words of the two) with one of a set of held-out sentences. Prefix filtering: two sets
+    that similar share one of either set's rarest words, so only sentences sharing a rare word
+    of a held-out sentence are compared."""
+
+    def __init__(self, held_out: list[str]) -> None:
+        self.sets = [word_set(text) for text in held_out]
+        self.frequency = Counter(word for words in self.sets for word in words)
+        self.index: dict[str, list[int]] = {}
+        for number, words in enumerate(self.sets):
+            for word in self.prefix(words):
+                self.index.setdefault(word, []).append(number)
+
+    def prefix(self, words: frozenset[str]) -> list[str]:
+        rarest = sorted(words, key=lambda w: (self.frequency.get(w, 0), w))
+        return rarest[: len(words) - math.ceil(NEAR_COPY * len(words)) + 1]
+
+    def close(self, text: str) -> bool:
+        words = word_set(text)
+        candidates = {n for word in self.prefix(words) for n in self.index.get(word, ())}
+        return any(len(words & self.sets[n]) >= NEAR_COPY * len(words | self.sets[n])
+                   for n in candidates)
 
 
 def train_rows(rows: list[tuple[str, str, str]], held_out: dict[str, list[tuple]]
                ) -> tuple[list[tuple], Counter]:
     """The train split: every domain pair that is not a held-out row, refused (and counted by
-    reason) when a side equals a held-out, showcase or earlier sentence (`blind`), or when it
-    is close to a showcase sentence; shuffled with a fixed seed."""
-    fixed = {(h, e) for split in FIXED for h, e, _ in held_out[split]}
-    taken_hindi = {blind(h) for split in FIXED for h, _, _ in held_out[split]}
-    taken_english = {blind(e) for split in FIXED for _, e, _ in held_out[split]}
-    taken_hindi |= {blind(h) for h, _ in SHOWCASE}
-    taken_english |= {blind(e) for _, e in SHOWCASE}
+    reason) when a side equals a held-out, showcase, first-try or earlier sentence (`blind`),
+    when it is close to a showcase sentence (`is_close_to_showcase`), or when a side is a near
+    copy (`NearCopies`) of a held-out sentence or of the showcase family; shuffled with a
+    fixed seed."""
+    held = [row for split in held_out.values() for row in split]
+    fixed = {(h, e) for h, e, _ in held}
+    family = read_showcase_family()
+    taken_hindi = {blind(h) for h, _, _ in held} | {blind(h) for h, _ in SHOWCASE}
+    taken_hindi |= {blind(v.hindi) for v in family} | {blind(h) for h, _ in read_first_tries()}
+    taken_english = {blind(e) for _, e, _ in held} | {blind(e) for _, e in SHOWCASE}
+    taken_english |= {blind(v.english) for v in family}
+    near_hindi = NearCopies([h for h, _, _ in held] + [v.hindi for v in family])
+    near_english = NearCopies([e for _, e, _ in held] + [v.english for v in family])
     train, refused = [], Counter()
     for hindi, english, domain in rows:
         if (hindi, english) in fixed:
@@ -101,9 +155,12 @@ def train_rows(rows: list[tuple[str, str, str]], held_out: dict[str, list[tuple]
         if not hindi or not english:
             refused["empty"] += 1
         elif is_close_to_showcase(hindi, english):
-            refused["close to a showcase sentence"] += 1
+            refused["close to a showcase sentence (two of its key words)"] += 1
         elif blind(hindi) in taken_hindi or blind(english) in taken_english:
             refused["a side repeats a held-out, showcase or earlier sentence"] += 1
+        elif near_hindi.close(hindi) or near_english.close(english):
+            refused[f"a side shares ≥ {NEAR_COPY:.0%} of its words with a held-out or "
+                    "showcase-family sentence"] += 1
         else:
             taken_hindi.add(blind(hindi))
             taken_english.add(blind(english))
@@ -204,15 +261,19 @@ def main() -> int:
     if args.report:
         return report(read_split("train"))
     held_out = {split: read_split(split) for split in FIXED}
-    train, refused = train_rows(read_domain_pairs(), held_out)
+    second = second_splits(read_domain_pairs(HELD2_DIR))
+    train, refused = train_rows(read_domain_pairs(), held_out | second)
     splits = {"train": train, **held_out}
     try:
         links = align(splits, args.symmetrization)  # first: without eflomal, nothing is written
     except TranslatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    (CORPUS_DIR / "train.tsv").write_text("".join(f"{h}\t{e}\t{d}\n" for h, e, d in train),
-                                          encoding="utf-8")
+    for split, rows in {"train": train, **second}.items():
+        (CORPUS_DIR / f"{split}.tsv").write_text("".join(f"{h}\t{e}\t{d}\n" for h, e, d in rows),
+                                                 encoding="utf-8")
+    for split in SECOND_SPLITS:
+        print(f"{split}: {len(second[split])} pairs from held2/")
     for split in SPLITS:
         write_pharaoh(links_path(split), links[split])
         print(f"{split}: {len(splits[split])} pairs, {sum(map(len, links[split]))} links "

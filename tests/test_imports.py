@@ -26,7 +26,8 @@ ORDER = [
     "corpus",  # the embedded corpus (package data) and the showcase sentences
     "data",  # readers, normalisation, filters → sentence pairs
     "batching",  # token batches and padding
-    "metrics",  # corpus_scores: BLEU, chrF, chrF++ with signatures
+    "metrics",  # corpus_scores: BLEU, chrF, chrF++ with signatures; facts kept
+    "held_out",  # the showcase family and first tries, translated and checked
     # where: devices, processes and the run folder
     "device",  # resolve_device, resolve_precision, autocast
     "checkpoint",  # atomic checkpoint files

@@ -92,6 +92,11 @@ class RunDir:
         return self.path / "test_scores.json"
 
     @property
+    def held_out_file(self) -> Path:
+        """The showcase family's and the first tries' translations, checked (held_out.py)."""
+        return self.path / "held_out.json"
+
+    @property
     def test_hypotheses_file(self) -> Path:
         return self.path / "test_hypotheses.txt"
 

@@ -44,6 +44,7 @@ from translator.drawing import draw_curves, draw_showcase
 from translator.dropout import dropout_state, set_dropout_state
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, other_ways
+from translator.held_out import describe, score_held_out
 from translator.recipe import average_weights, batch_loss
 from translator.reporting import say
 from translator.resume import check_resume
@@ -374,7 +375,23 @@ class Trainer:
         say(f"test split ({scores['sentences']} sentences, beam {scores['beam_size']}): BLEU "
             f"{scores['bleu']:.1f}  chrF {scores['chrf']:.1f}"
             + other_ways(scores, self.evaluator.direction, ""))
+        self.score_held_out()
         return scores
+
+    def score_held_out(self) -> None:
+        """A model that translates Hindi into English: the showcase family and the first
+        tries (translator.held_out) with the run's search, into held_out.json, the metrics
+        and one line of the log."""
+        direction = self.evaluator.direction
+        if not (direction.both or direction.name == "hi-en"):
+            return
+        language = "en" if direction.both else None
+        summary, rows = score_held_out(lambda texts: self.evaluator.translate(texts, language))
+        self.run.run_dir.held_out_file.write_text(
+            json.dumps({"summary": summary, "sentences": rows}, ensure_ascii=False, indent=1)
+            + "\n", encoding="utf-8")
+        self.write_metrics({"kind": "held_out", "step": self.step, **summary})
+        say(describe(summary))
 
     def close(self) -> None:
         # DistributedDataParallel's reducer holds the process group: freed later (with the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from translator.errors import TranslatorError
@@ -18,7 +19,9 @@ from translator.lines import read_lines
 from translator.links import Link, read_pharaoh, word_counts
 
 CORPUS_DIR = Path(__file__).resolve().parent
-SPLITS = ("train", "dev", "test")
+SPLITS = ("train", "dev", "test")  # each with its word links (SPLIT.align)
+# round 3: new dev/test sentences of every domain, scored beside the pinned dev and test
+SECOND_SPLITS = ("dev2", "test2")
 
 # (Hindi, English). The Rajesh sentence is the seeds' own; the other two are the seeds'
 # English sentences with the project's Hindi translation.
@@ -66,16 +69,69 @@ def read_split_links(split: str, directory: Path = CORPUS_DIR) -> list[list[Link
                         word_counts(e for _, e, _ in rows))
 
 
+# Each showcase sentence's three key words (Hindi, English), as patterns a word must match
+# whole: a pair with two of one sentence's key words on one side is too close to it.
+SHOWCASE_KEYWORDS = [
+    (["राजेश.*", "बहन.*", "टिकट.*"], ["rajesh.*", "sister.*", "ticket.*"]),
+    (["मैकेनिक.*", "स्कूटर.*", "पेट्रोल.*"], ["mechanic.*", "scooter.*", "petrol.*"]),
+    (["विफल.*", "कट|कटा|कटी|कटे|कटने", "रिफ़ंड.*|रिफंड.*"], ["fail.*", "deduct.*", "refund.*"]),
+]
+FAMILY_FILE = CORPUS_DIR / "showcase_family.tsv"
+FIRST_TRIES_FILE = CORPUS_DIR / "first_tries.tsv"
+
+
+def _key_words_found(text: str, patterns: list[str]) -> int:
+    words = _words(text)
+    return sum(any(re.fullmatch(pattern, word) for word in words) for pattern in patterns)
+
+
 def is_close_to_showcase(hindi: str, english: str) -> bool:
-    """The showcase sentences themselves or a close paraphrase (their key words together)."""
-    english = english.lower()
-    return (
-        ("राजेश" in hindi and "बहन" in hindi and "टिकट" in hindi)
-        or ("rajesh" in english and "sister" in english and "ticket" in english)
-        or ("मैकेनिक" in hindi and "स्कूटर" in hindi and "पेट्रोल" in hindi)
-        or ("mechanic" in english and "scooter" in english and "petrol" in english)
-        or ("failed" in english and "deducted" in english and "refund" in english)
-    )
+    """A showcase sentence, or a pair close to one: two of its three key words on one side
+    (the Rajesh sentence's family, `read_showcase_family`, is checked by the corpus builder
+    with word overlap)."""
+    return any(_key_words_found(hindi, hindi_keys) >= 2
+               or _key_words_found(english, english_keys) >= 2
+               for hindi_keys, english_keys in SHOWCASE_KEYWORDS)
+
+
+@dataclass(frozen=True)
+class FamilyVariant:
+    """A variant of the Rajesh sentence, held out like it: its reference, the facts a
+    translation must keep (each fact: its accepted English spellings) and the route
+    (origin, destination) it must keep in order, if it has one."""
+
+    hindi: str
+    english: str
+    facts: tuple[tuple[str, ...], ...]
+    route: tuple[str, str] | None
+
+
+def read_showcase_family(path: Path = FAMILY_FILE) -> list[FamilyVariant]:
+    """The showcase family: ``hindi<TAB>english<TAB>facts<TAB>route`` lines, facts as
+    ``fact;fact`` with ``spelling|spelling`` each, route as ``origin>destination``."""
+    variants = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 4 or not all(fields[:3]):
+            raise TranslatorError(f"{path} line {number}: expected hindi, english, facts and "
+                                  "route, separated by tabs")
+        hindi, english, facts, route = fields
+        origin, _, destination = route.partition(">")
+        variants.append(FamilyVariant(
+            hindi, english, tuple(tuple(f.split("|")) for f in facts.split(";")),
+            (origin, destination) if destination else None))
+    return variants
+
+
+def read_first_tries(path: Path = FIRST_TRIES_FILE) -> list[tuple[str, list[str]]]:
+    """What a new user types first: (hindi, its accepted English answers), held out."""
+    tries = []
+    for number, line in enumerate(read_lines(path), start=1):
+        hindi, _, answers = line.partition("\t")
+        if not hindi or not answers:
+            raise TranslatorError(f"{path} line {number}: expected hindi<TAB>answer | answer")
+        tries.append((hindi, [answer.strip() for answer in answers.split("|")]))
+    return tries
 
 
 def count_occurrences(rows: list[tuple[str, str, str]]) -> dict[str, int]:
@@ -96,15 +152,16 @@ def _words(text: str) -> list[str]:
 
 def statistics_table(directory: Path = CORPUS_DIR) -> str:
     """The data card's numbers, as Markdown, recomputed from the split files."""
-    splits = {split: read_split(split, directory) for split in SPLITS}
+    names = SPLITS + tuple(s for s in SECOND_SPLITS if (directory / f"{s}.tsv").is_file())
+    splits = {split: read_split(split, directory) for split in names}
     everything = [row for rows in splits.values() for row in rows]
     domains = sorted({domain for _, _, domain in everything})
     out = ["### Pairs per domain and split", "",
-           "| domain | train | dev | test | total |", "|---|---:|---:|---:|---:|"]
+           f"| domain | {' | '.join(names)} | total |", "|---|" + "---:|" * (len(names) + 1)]
     for domain in domains:
-        counts = [sum(d == domain for _, _, d in splits[s]) for s in SPLITS]
+        counts = [sum(d == domain for _, _, d in splits[s]) for s in names]
         out.append(f"| {domain} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
-    totals = [len(splits[s]) for s in SPLITS]
+    totals = [len(splits[s]) for s in names]
     out.append("| **all** | " + " | ".join(map(str, totals)) + f" | {sum(totals)} |")
     out += ["", "### Lengths (words, split on whitespace)", "",
             "| side | min | median | mean | max | pairs with ≥ 15 words |",
