@@ -76,6 +76,23 @@ def test_smoke_training_lowers_the_loss_and_writes_a_run_folder(smoke_run):
     assert state["step"] == 30 and state["config"]["model"]["source_vocab_size"] > 0
 
 
+def test_the_showcase_family_and_first_tries_are_checked_at_the_end(smoke_run):
+    """held_out.json: every family variant and first try with the model's output and its
+    check, the summary in metrics.jsonl and the log."""
+    held = json.loads((smoke_run / "held_out.json").read_text(encoding="utf-8"))
+    family = [row for row in held["sentences"] if row["set"] == "family"]
+    tries = [row for row in held["sentences"] if row["set"] == "first_tries"]
+    assert len(family) == held["summary"]["family_sentences"] >= 30 and len(tries) == 60
+    for row in family:
+        assert row["whole"] == (not row["missing"] and not row["repeated"]
+                                and row["route_in_order"] is not False)
+    assert held["summary"]["family_whole"] == sum(row["whole"] for row in family)
+    assert held["summary"]["first_tries_right"] == sum(row["right"] for row in tries)
+    record = [m for m in metrics(smoke_run) if m["kind"] == "held_out"][-1]
+    assert record["family_whole"] == held["summary"]["family_whole"]
+    assert "showcase family:" in (smoke_run / "train.log").read_text(encoding="utf-8")
+
+
 def test_the_showcase_pages_hold_the_heatmaps_numbers_and_the_curves_are_drawn(smoke_run):
     """At the end of training: showcase-N.html for each showcase sentence, with the numbers of
     showcase-N.json (the PNG's view and every head), and curves.png."""
