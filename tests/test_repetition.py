@@ -164,12 +164,14 @@ def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_r
 
 
 def test_a_negative_search_key_in_a_config_is_named_in_one_sentence(capsys):
-    for key, shown in (("no_repeat_ngram", "-1"), ("length_penalty", "-1.0")):
+    for key, least, shown in (("no_repeat_ngram", "0 (off)", "-1"),
+                              ("length_penalty", "0 (no penalty)", "-1.0")):
+        expected = f"search: {key} must be {least} or more, not {shown}"  # as its flag says
         with pytest.raises(ConfigError) as raised:
             load_config(None, [f"search.{key}=-1"])
-        assert str(raised.value) == f"search: {key} must not be negative, not {shown}"
+        assert str(raised.value) == expected
         # the key's old place, under train:, is read into search: with a notice
         with pytest.raises(ConfigError) as raised:
             load_config(None, [f"train.{key}=-1"])
-        assert str(raised.value) == f"search: {key} must not be negative, not {shown}"
+        assert str(raised.value) == expected
         assert f"train.{key} → search.{key}" in capsys.readouterr().err

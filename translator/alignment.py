@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -36,7 +37,8 @@ from translator.batching import make_batch
 from translator.config import Config
 from translator.decoders import AttentionLayout, evaluating
 from translator.errors import TranslatorError
-from translator.links import Link
+from translator.lines import read_lines
+from translator.links import Link, read_pharaoh, word_counts
 from translator.model import Transformer
 from translator.tokenizer import Tokenizer, piece_words
 from translator.translate import Translation, check_target_language, target_and_body
@@ -449,3 +451,38 @@ def check_links(links: Sequence[Sequence[Link]], pairs: Sequence[tuple[str, str]
                     f"{where} line {number}: link {i}-{j} points past the {sizes[0]} source and "
                     f"{sizes[1]} target words; is the file for these sentences, and in this "
                     "direction (first index: the source word)?")
+
+
+def read_alignment_files(src: Path, tgt: Path, gold: Path | None = None,
+                         gold_reversed: bool = False
+                         ) -> tuple[list[tuple[str, str]], list[list[Link]] | None]:
+    """The sentence pairs of line-aligned ``src`` and ``tgt`` files and, given ``gold``, its
+    Pharaoh links (``gold_reversed``: its first index is the target word), checked against
+    the pairs' words."""
+    sources, targets = read_lines(src), read_lines(tgt)
+    if len(sources) != len(targets):
+        raise AlignmentError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}; "
+                             "the files must be line-aligned")
+    links = None
+    if gold is not None:
+        links = read_pharaoh(gold, word_counts(sources), word_counts(targets),
+                             reverse=gold_reversed, sides=("source", "target"))
+    return list(zip(sources, targets)), links
+
+
+def aer_summary(links: Sequence[Sequence[Link]], gold: Sequence[Sequence[Link]]) -> str:
+    """One line: the AER of ``links`` against ``gold`` and what it counted."""
+    aer = alignment_error_rate(links, gold)
+    return (f"AER {aer:.4f} ({len(links)} sentence pairs, {sum(map(len, links))} links, "
+            f"{sum(map(len, gold))} gold links)")
+
+
+def parse_heads(text: str | None) -> list[int] | None:
+    """Head numbers from ``--heads 0,3,5`` (None: all heads)."""
+    if text is None:
+        return None
+    try:
+        return [int(h) for h in text.split(",")]
+    except ValueError:
+        raise AlignmentError(f"--heads {text!r} must be head numbers separated by commas, "
+                             "e.g. 0,3,5") from None

@@ -8,65 +8,49 @@
     python -m translator demo [--causal]
     python -m translator plot-run [RUN] [--curves-only]
     python -m translator serve [--run RUN] [--host 127.0.0.1] [--port 8080] [--backend ct2]
+    python -m translator cache list|clear [--older-than DAYS]
     python -m translator export-ct2 RUN OUT [--quantization int8|int8_float32|float32]
     python -m translator export-hf RUN OUT
 
-`translator-train`, `translator-translate`, ... (pyproject.toml) and `scripts/*.py` call the
-same ``*_main`` functions. This module only parses arguments and calls the package; every
-`TranslatorError` (and a file that cannot be written) becomes one sentence on standard error
-and exit code 2, in one place (`_run`).
+This module parses arguments and calls the package, nothing else. The search flags are built
+from `SearchConfig`'s fields; one table, `COMMANDS`, gives each subcommand its arguments and
+what runs, and its ``train_main``, ``translate_main``, ... (`__getattr__`) that the console
+scripts and `scripts/*.py` call. Every `TranslatorError` (and a file that cannot be written)
+becomes one sentence on standard error and exit code 2, in one place (`_run`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import os
 import sys
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from translator.alignment import align_pairs, alignment_error_rate
-from translator.config import SearchConfig, load_config
+from translator.alignment import aer_summary, align_pairs, parse_heads, read_alignment_files
+from translator.config import SEARCH_KEYS, SearchConfig, search_problem
 from translator.ct2 import QUANTIZATIONS, export
 from translator.demo import run_demo
-from translator.direction import TAGS
+from translator.direction import check_language
 from translator.drawing import (
     PICTURES,
     check_picture_path,
     check_views,
-    draw_curves,
-    draw_showcase,
     draw_translations,
+    plot_run,
 )
-from translator.encoded import cache_entries, cache_folder, clear_cache, held_out_pairs
-from translator.errors import TranslatorError
-from translator.evaluator import Evaluator, direction_pairs
+from translator.encoded import cache_command
+from translator.errors import TranslatorError, write_failure
+from translator.evaluator import evaluate_run, evaluation_report
 from translator.hf import export as export_hf
-from translator.lines import ICONV_HINT, decode_lines, read_lines
-from translator.links import format_line, read_pharaoh, word_counts
-from translator.reporting import say
-from translator.run_dir import RunDir
-from translator.serve import serve
+from translator.lines import read_texts
+from translator.links import format_line
+from translator.resume import run_config
+from translator.serve import check_port, serve
 from translator.training import train
-from translator.translate import BACKENDS, Translation, Translator
+from translator.translate import BACKENDS, Translator
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
-
-
-def write_failure(error: OSError) -> str:
-    """One sentence for a file that could not be written, with the resume command when the
-    file belongs to a run that has a checkpoint."""
-    message = f"cannot write {error.filename or 'a file'}: {error.strerror or error}"
-    if error.filename:
-        for folder in Path(os.fsdecode(error.filename)).resolve().parents:
-            if (folder / "checkpoints" / "last.pt").is_file():
-                return (f"{message}; free some space (or fix the folder), then continue with: "
-                        f"python scripts/train.py --resume {folder}")
-    return message
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
 
 def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -80,9 +64,6 @@ def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     return 2
 
 
-# ---------------------------------------------------------------- shared arguments
-
-
 def _run_arguments(parser: argparse.ArgumentParser, positional: bool = False) -> None:
     if positional:
         parser.add_argument("run", type=Path, nargs="?", default=None, metavar="RUN",
@@ -90,10 +71,14 @@ def _run_arguments(parser: argparse.ArgumentParser, positional: bool = False) ->
     else:
         parser.add_argument("--run", type=Path, default=None,
                             help="run folder (default: runs/latest, the newest run)")
+    _checkpoint_argument(parser)
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+
+
+def _checkpoint_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", default="best",
                         help="best (default; last.pt if there is none), last, step-N, or a "
                         ".pt file")
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
 
 
 def _to_argument(parser: argparse.ArgumentParser) -> None:
@@ -103,44 +88,34 @@ def _to_argument(parser: argparse.ArgumentParser) -> None:
                         "Devanagari, else Hindi); a model of one direction takes only its own")
 
 
-def check_to(language: str | None) -> None:
-    """Refuse an unknown --to before anything is loaded (argparse's choices would print a
-    usage block as well as the error)."""
-    if language is not None and language not in TAGS:
-        raise TranslatorError(f"--to {language} is not a language this tool translates into; "
-                              "use --to en (English) or --to hi (Hindi)")
+SEARCH_FLAGS = ("beam_size", "no_repeat_ngram", "no_doubled_words", "length_penalty")
 
 
-def _search_arguments(parser: argparse.ArgumentParser, n_best: bool = False) -> None:
-    parser.add_argument("--beam", type=int, default=None,
-                        help="beam size; 1 is greedy (default: the run's search.beam_size)")
-    if n_best:
-        parser.add_argument("--n-best", type=int, default=None,
-                            help="translations per sentence, at most the beam size (default 1)")
-    parser.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
-                        help="never write the same N pieces twice; 0: off (default: the run's "
-                        "search.no_repeat_ngram)")
-    parser.add_argument("--allow-doubled-words", action="store_true",
-                        help="let a word follow itself (\"failed failed\"), which the run's "
-                        "search.no_doubled_words may ban")
-    parser.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
-                        help="beam search's GNMT length penalty α; higher favours longer "
-                        "translations (default: the run's search.length_penalty)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+def _search_arguments(parser: argparse.ArgumentParser, keys: tuple[str, ...] = SEARCH_FLAGS,
+                      batch_size: bool = True) -> None:
+    """A flag for each of ``keys`` (`SearchConfig` fields), from its field's metadata; unset,
+    the run's search: section decides."""
+    for key in keys:
+        meta, default = SEARCH_KEYS[key], getattr(SearchConfig(), key)
+        if isinstance(default, bool):  # a flag that lifts a ban
+            parser.add_argument(meta["flag"], dest=key, action="store_const", const=False,
+                                default=None, help=meta["help"])
+        else:
+            parser.add_argument(meta["flag"], dest=key, type=type(default),
+                                default=None, metavar=meta["metavar"],
+                                help=f"{meta['help']} (default: the run's search.{key})")
+    if batch_size:
+        parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
 
 
 def search_changes(args: argparse.Namespace) -> dict:
-    """The search settings the flags change (each checked with the flag's name)."""
-    if args.no_repeat_ngram is not None and args.no_repeat_ngram < 0:
-        raise TranslatorError(f"--no-repeat-ngram must be 0 (off) or more, not "
-                              f"{args.no_repeat_ngram}")
-    if args.length_penalty is not None and args.length_penalty < 0:
-        raise TranslatorError(f"--length-penalty must be 0 (no penalty) or more, not "
-                              f"{args.length_penalty}")
-    changes = {"beam_size": args.beam, "n_best": getattr(args, "n_best", None),
-               "no_repeat_ngram": args.no_repeat_ngram, "length_penalty": args.length_penalty,
-               "no_doubled_words": False if args.allow_doubled_words else None}
-    return {key: value for key, value in changes.items() if value is not None}
+    """The search settings the flags change, each checked (`search_problem`) by its flag."""
+    changes = {key: getattr(args, key) for key in SEARCH_KEYS
+               if getattr(args, key, None) is not None}
+    for key, value in changes.items():
+        if problem := search_problem(key, value):
+            raise TranslatorError(f"{SEARCH_KEYS[key]['flag']} {problem}")
+    return changes
 
 
 def _backend_argument(parser: argparse.ArgumentParser) -> None:
@@ -154,21 +129,17 @@ def _backend_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_translator(args: argparse.Namespace) -> Translator:
     """The run's Translator (with --backend ct2, the export's), searching as the flags say,
-    checked against --to."""
-    check_to(args.to)
+    checked against --to; a search setting its decoder cannot apply is a notice."""
+    check_language(args.to)
     translator = Translator.load(args.run, getattr(args, "backend", "torch"), args.checkpoint,
-                                 args.device, getattr(args, "threads", 0))
+                                 args.device, getattr(args, "threads", 0), args.to,
+                                 **search_changes(args))
     for notice in translator.unsupported_settings():
         print(f"notice: {notice}", file=sys.stderr)
-    translator.check_target_language(args.to)  # --to hi for a hi-en model, say
-    changes = search_changes(args)
-    if "beam_size" in changes and "n_best" not in changes:  # n-best at most the new beam
-        changes["n_best"] = min(translator.search.n_best, changes["beam_size"])
-    translator.set_search(**changes)
     return translator
 
 
-# ---------------------------------------------------------------- train
+# ---------------------------------------------------------------- the commands
 
 
 def train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -183,19 +154,10 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if args.resume is not None and args.config is not None:
-        raise TranslatorError("--resume continues a run with its own config.yaml; drop "
-                              f"--config {args.config}, or start a new run without --resume")
-    if args.resume is not None:
-        config = RunDir.open(args.resume).read_config(args.overrides)
-    else:
-        config = load_config(args.config or DEFAULT_CONFIG, args.overrides)
+    config = run_config(args.config, args.resume, args.overrides, DEFAULT_CONFIG)
     run_dir, code = train(config, resume=args.resume)
     print(run_dir)
     return code
-
-
-# ---------------------------------------------------------------- translate
 
 
 def translate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -205,7 +167,7 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--file", type=Path, help="a UTF-8 file of sentences, one a line")
     _run_arguments(parser)
     _to_argument(parser)
-    _search_arguments(parser, n_best=True)
+    _search_arguments(parser, ("beam_size", "n_best", *SEARCH_FLAGS[1:]))
     parser.add_argument("--json", action="store_true",
                         help="one JSON object a line: source, text, score, tokens, warnings")
     for kind, (what, suffixes) in PICTURES.items():
@@ -219,41 +181,12 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     _backend_argument(parser)
 
 
-def read_inputs(args: argparse.Namespace) -> list[str]:
-    if args.texts and args.file:
-        raise TranslatorError("give texts on the command line or --file, not both")
-    if args.texts:
-        for number, text in enumerate(args.texts, start=1):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:  # bytes that were not UTF-8, kept as surrogates
-                raise TranslatorError(f"text {number} on the command line is not UTF-8 text; "
-                                      f"{ICONV_HINT}") from None
-        return args.texts
-    if args.file:
-        return read_lines(args.file)
-    if sys.stdin.isatty():
-        print("reading sentences from standard input, one a line (Ctrl-D to end)",
-              file=sys.stderr)
-    if hasattr(sys.stdin, "buffer"):  # bytes, so that text that is not UTF-8 is caught
-        return decode_lines(sys.stdin.buffer.read(), "standard input")
-    return sys.stdin.read().splitlines()
-
-
-def output_line(translation: Translation, as_json: bool) -> str:
-    if as_json:
-        return json.dumps(translation.to_dict(), ensure_ascii=False)
-    if translation.nbest:
-        return "\t".join(t.text for t in translation.nbest)
-    return translation.text
-
-
 def run_translate(args: argparse.Namespace) -> int:
     pictures = {kind: getattr(args, kind) for kind in PICTURES if getattr(args, kind)}
     for kind, path in pictures.items():  # a bad path is refused before the translating
         check_picture_path(path, kind)
-    check_to(args.to)
-    texts = read_inputs(args)
+    check_language(args.to)
+    texts = read_texts(args.texts, args.file)
     translator = load_translator(args)
     # pictures the decoder's attention cannot give, or an unknown layer: before translating
     check_views(pictures, args.layer, translator.decoder.layout)
@@ -262,13 +195,10 @@ def run_translate(args: argparse.Namespace) -> int:
     for number, translation in enumerate(translations, start=1):
         for warning in translation.warnings:
             print(f"warning: input {number}: {warning}", file=sys.stderr)
-        print(output_line(translation, args.json), flush=True)
+        print(translation.line(args.json), flush=True)
     for path in draw_translations(translations, pictures, translator, args.layer):
         print(f"wrote {path}", file=sys.stderr)
     return 0
-
-
-# ---------------------------------------------------------------- evaluate
 
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -281,54 +211,11 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
 
 
-def sources_and_references(args: argparse.Namespace, translator: Translator
-                           ) -> tuple[str, list[str], list[str]]:
-    """(a name for the set, source lines, reference lines): --src and --ref, or the run's test
-    split (one direction's half for a model of both directions: hi→en unless --to hi)."""
-    if (args.src is None) != (args.ref is None):
-        raise TranslatorError("give both --src and --ref, or neither to use the run's test split")
-    if args.src is None:
-        test = held_out_pairs(translator.config, "test")  # from the cache: train is not read
-        if translator.direction.both:
-            test = direction_pairs(test, args.to or "en")
-        sources, references, name = [p.source for p in test], [p.target for p in test], "test"
-    else:
-        sources, references, name = read_lines(args.src), read_lines(args.ref), args.src.stem
-        if len(sources) != len(references):
-            raise TranslatorError(f"{args.src} has {len(sources)} lines but {args.ref} has "
-                                  f"{len(references)}; they must be line-aligned")
-    if not sources:
-        raise TranslatorError("there are no sentences to evaluate (the source is empty)")
-    return name, sources, references
-
-
 def run_evaluate(args: argparse.Namespace) -> int:
-    translator = load_translator(args)
-    name, sources, references = sources_and_references(args, translator)
-    language = args.to or ("en" if translator.direction.both and args.src is None else None)
-    evaluator = Evaluator(translator.model, translator.tokenizer, translator.config,
-                          translator.device, batch_size=args.batch_size)
-    hypotheses, scores = evaluator.score_texts(sources, references, language)
-    search = translator.search
-    out = args.out or translator.run_dir.hypotheses_file(name, search.beam_size)
-    try:
-        out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-    except OSError as error:
-        raise TranslatorError(f"cannot write the hypotheses to {out}: {error.strerror}") from None
-    if args.json:
-        print(json.dumps({"sentences": len(sources), "beam_size": search.beam_size,
-                          "no_repeat_ngram": search.no_repeat_ngram,
-                          "no_doubled_words": search.no_doubled_words,
-                          "length_penalty": search.length_penalty,
-                          "hypotheses": str(out), **scores}, ensure_ascii=False))
-        return 0
-    print(f"{len(sources)} sentences, beam {search.beam_size}; hypotheses in {out}")
-    for metric, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("chrf++", "chrF++")):
-        print(f"{label:<7}{scores[metric]:6.2f}  {scores[metric + '_signature']}")
+    result = evaluate_run(load_translator(args), args.src, args.ref, args.to, args.out,
+                          args.batch_size)
+    print(evaluation_report(result, args.json))
     return 0
-
-
-# ---------------------------------------------------------------- align
 
 
 def align_arguments(parser: argparse.ArgumentParser) -> None:
@@ -353,27 +240,9 @@ def align_arguments(parser: argparse.ArgumentParser) -> None:
                         "en-hi gold for a hi→en model)")
 
 
-def parse_heads(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        return [int(h) for h in text.split(",")]
-    except ValueError:
-        raise TranslatorError(f"--heads {text!r} must be head numbers separated by commas, "
-                              "e.g. 0,3,5") from None
-
-
 def run_align(args: argparse.Namespace) -> int:
-    check_to(args.to)
-    sources, targets = read_lines(args.src), read_lines(args.tgt)
-    if len(sources) != len(targets):
-        raise TranslatorError(f"{args.src} has {len(sources)} lines but {args.tgt} has "
-                              f"{len(targets)}; the files must be line-aligned")
-    pairs = list(zip(sources, targets))
-    gold = None
-    if args.gold is not None:
-        gold = read_pharaoh(args.gold, word_counts(sources), word_counts(targets),
-                            reverse=args.gold_reversed, sides=("source", "target"))
+    check_language(args.to)
+    pairs, gold = read_alignment_files(args.src, args.tgt, args.gold, args.gold_reversed)
     translator = Translator.from_run(args.run, args.checkpoint, args.device)
     translator.check_target_language(args.to)
     links = align_pairs(translator.model, translator.tokenizer, pairs, args.layer,
@@ -383,13 +252,8 @@ def run_align(args: argparse.Namespace) -> int:
     for sentence_links in links:
         print(format_line(sentence_links))
     if gold is not None:
-        aer = alignment_error_rate(links, gold)
-        print(f"AER {aer:.4f} ({len(pairs)} sentence pairs, {sum(map(len, links))} links, "
-              f"{sum(map(len, gold))} gold links)", file=sys.stderr)
+        print(aer_summary(links, gold), file=sys.stderr)
     return 0
-
-
-# ---------------------------------------------------------------- demo
 
 
 def demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -402,37 +266,17 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- plot-run
-
-
 def plot_run_arguments(parser: argparse.ArgumentParser) -> None:
     _run_arguments(parser, positional=True)
     parser.add_argument("--curves-only", action="store_true",
                         help="redraw only curves.png (no translating)")
-    parser.add_argument("--beam", type=int, default=None,
-                        help="beam size for the showcase (default: the run's "
-                        "search.beam_size, as at the end of training)")
+    _search_arguments(parser, ("beam_size",), batch_size=False)
 
 
 def run_plot_run(args: argparse.Namespace) -> int:
-    run_dir = RunDir.find(args.run)
-    config = run_dir.read_config()
-    draw_curves(run_dir, config.train.early_stopping_metric)
-    if args.curves_only:
-        return 0
-    if not run_dir.checkpoints():
-        say(f"{run_dir} has no checkpoint yet: the showcase heatmaps are not drawn")
-        return 0
-    if args.beam is not None:  # checked here, so that a bad one is one sentence
-        try:
-            dataclasses.replace(SearchConfig(), beam_size=args.beam)
-        except ValueError as error:
-            raise TranslatorError(f"--beam {args.beam}: {error}") from None
-    draw_showcase(run_dir, args.beam, args.device, args.checkpoint)
+    plot_run(args.run, search_changes(args).get("beam_size"), args.device, args.checkpoint,
+             args.curves_only)
     return 0
-
-
-# ---------------------------------------------------------------- cache
 
 
 def cache_arguments(parser: argparse.ArgumentParser) -> None:
@@ -447,39 +291,9 @@ def cache_arguments(parser: argparse.ArgumentParser) -> None:
                         help="clear: only entries no run has read for more than DAYS days")
 
 
-def _size(size: float) -> str:
-    if size < 1024:
-        return f"{size:.0f} B"
-    for unit in ("KiB", "MiB"):
-        size /= 1024
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-    return f"{size / 1024:.1f} GiB"
-
-
 def run_cache(args: argparse.Namespace) -> int:
-    if args.older_than is not None and (args.action != "clear" or args.older_than < 0):
-        raise TranslatorError("--older-than takes a number of days ≥ 0, with clear")
-    root = args.dir or cache_folder(load_config(args.config))
-    if root is None:
-        raise TranslatorError("that config turns the cache off (data.cache: false); "
-                              "name a folder with --dir")
-    if args.action == "clear":
-        removed = clear_cache(root, args.older_than)
-        print(f"removed {len(removed)} entries ({_size(sum(e.size for e in removed))}) "
-              f"from {root}")
-        return 0
-    entries = cache_entries(root)
-    now = time.time()
-    for entry in entries:
-        days = (now - entry.last_used) / 86400
-        print(f"{_size(entry.size):>10}  {entry.kind:<10}  used {days:5.1f} days ago  "
-              f"{entry.path.name}")
-    print(f"{len(entries)} entries, {_size(sum(e.size for e in entries))} in {root}")
+    print(cache_command(args.action, args.dir, args.config, args.older_than))
     return 0
-
-
-# ---------------------------------------------------------------- serve
 
 
 def serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -496,43 +310,23 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    if not 0 <= args.port <= 65535:
-        raise TranslatorError(f"--port {args.port} is not a port; use 0 to 65535 (0: any "
-                              "free one)")
-    translator = load_translator(args)
-    return serve(translator, args.host, args.port, args.batch_size, args.quiet)
+    check_port(args.port)
+    return serve(load_translator(args), args.host, args.port, args.batch_size, args.quiet)
 
 
-# ---------------------------------------------------------------- export-ct2
-
-
-def export_ct2_arguments(parser: argparse.ArgumentParser) -> None:
+def export_arguments(parser: argparse.ArgumentParser, quantization: bool = False) -> None:
     parser.add_argument("run", type=Path, metavar="RUN", help="the run folder to export")
     parser.add_argument("out", type=Path, metavar="OUT",
                         help="the folder to write (a new one, or an earlier export)")
-    parser.add_argument("--quantization", default="int8", metavar="|".join(QUANTIZATIONS),
-                        help="weight type (default int8: the fastest on CPUs)")
-    parser.add_argument("--checkpoint", default="best",
-                        help="best (default; last.pt if there is none), last, step-N, or a "
-                        ".pt file")
+    if quantization:
+        parser.add_argument("--quantization", default="int8", metavar="|".join(QUANTIZATIONS),
+                            help="weight type (default int8: the fastest on CPUs)")
+    _checkpoint_argument(parser)
 
 
 def run_export_ct2(args: argparse.Namespace) -> int:
-    out = export(args.run, args.out, args.quantization, args.checkpoint)
-    print(out)
+    print(export(args.run, args.out, args.quantization, args.checkpoint))
     return 0
-
-
-# ---------------------------------------------------------------- export-hf
-
-
-def export_hf_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", type=Path, metavar="RUN", help="the run folder to export")
-    parser.add_argument("out", type=Path, metavar="OUT",
-                        help="the folder to write (a new one, or an earlier export)")
-    parser.add_argument("--checkpoint", default="best",
-                        help="best (default; last.pt if there is none), last, step-N, or a "
-                        ".pt file")
 
 
 def run_export_hf(args: argparse.Namespace) -> int:
@@ -543,7 +337,7 @@ def run_export_hf(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- one command
 
 
-# name: (description, arguments, what runs)
+# name: (description, arguments, what runs); each is also NAME_main (`__getattr__`)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                           Callable[[argparse.Namespace], int]]] = {
     "train": ("Train a Hindi–English Transformer.", train_arguments, run_train),
@@ -564,55 +358,28 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
               "guided-alignment links) that lets a second run start at once.", cache_arguments,
               run_cache),
     "export-ct2": ("Export a trained run to CTranslate2 (pip install -e \".[ct2]\"), for "
-                   "translate --backend ct2 and serve --backend ct2.", export_ct2_arguments,
-                   run_export_ct2),
+                   "translate --backend ct2 and serve --backend ct2.",
+                   partial(export_arguments, quantization=True), run_export_ct2),
     "export-hf": ("Export a trained run to a Hugging Face transformers model folder (pip "
                   "install -e \".[hf]\"), for AutoModelForSeq2SeqLM and AutoTokenizer.",
-                  export_hf_arguments, run_export_hf),
+                  export_arguments, run_export_hf),
 }
 
 
-def _command_main(name: str, argv: list[str] | None) -> int:
+def command_main(name: str, argv: list[str] | None = None) -> int:
+    """One subcommand as a program of its own (a console script, scripts/*.py)."""
     description, add_arguments, run = COMMANDS[name]
     parser = argparse.ArgumentParser(description=description)
     add_arguments(parser)
     return _run(run, parser.parse_args(argv))
 
 
-def train_main(argv: list[str] | None = None) -> int:
-    return _command_main("train", argv)
-
-
-def translate_main(argv: list[str] | None = None) -> int:
-    return _command_main("translate", argv)
-
-
-def evaluate_main(argv: list[str] | None = None) -> int:
-    return _command_main("evaluate", argv)
-
-
-def align_main(argv: list[str] | None = None) -> int:
-    return _command_main("align", argv)
-
-
-def demo_main(argv: list[str] | None = None) -> int:
-    return _command_main("demo", argv)
-
-
-def plot_run_main(argv: list[str] | None = None) -> int:
-    return _command_main("plot-run", argv)
-
-
-def serve_main(argv: list[str] | None = None) -> int:
-    return _command_main("serve", argv)
-
-
-def export_ct2_main(argv: list[str] | None = None) -> int:
-    return _command_main("export-ct2", argv)
-
-
-def export_hf_main(argv: list[str] | None = None) -> int:
-    return _command_main("export-hf", argv)
+def __getattr__(name: str) -> Callable[[list[str] | None], int]:
+    """``train_main``, ``plot_run_main``, ...: `command_main` of the `COMMANDS` entry."""
+    command = name.removesuffix("_main").replace("_", "-")
+    if name.endswith("_main") and command in COMMANDS:
+        return partial(command_main, command)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -217,31 +217,64 @@ class TrainConfig:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
 
 
+def option(help: str, flag: str | None = None, least: float = 0, least_text: str | None = None,
+           metavar: str | None = "N") -> dict[str, Any]:
+    """A search key's field metadata: its help text, the command-line flag that sets it (None:
+    none), the least value it takes and how that value is named in an error."""
+    return {"help": help, "flag": flag, "least": least,
+            "least_text": str(least) if least_text is None else least_text, "metavar": metavar}
+
+
 @dataclass
 class SearchConfig:
     """search: how the run's model writes translations (translator/search.py): the test score,
     the heatmaps, translate and evaluate use it as it is; validation uses it with beam size 1
-    (greedy). A resumed run, or a command (--beam, --length-penalty, ...), may change any key."""
+    (greedy). A resumed run, or a command (--beam, --length-penalty, ...), may change any key.
+    Each field carries its help text and flag (the commands' search flags are built from
+    them) and its least value, checked in one place (`search_problem`)."""
 
-    beam_size: int = 4  # hypotheses kept at each step (1: greedy search)
-    n_best: int = 1  # translations returned per sentence, best first (at most beam_size)
-    length_penalty: float = 1.0  # GNMT's α for ranking beam hypotheses (0: the plain sum)
+    beam_size: int = field(default=4, metadata=option(
+        "hypotheses kept at each step; 1 is greedy search", "--beam", least=1))
+    n_best: int = field(default=1, metadata=option(
+        "translations returned per sentence, best first, at most the beam size", "--n-best",
+        least=1))
+    length_penalty: float = field(default=1.0, metadata=option(
+        "beam search's GNMT length penalty α; higher favours longer translations (0: the "
+        "plain sum)", "--length-penalty", least_text="0 (no penalty)", metavar="ALPHA"))
     # what no search writes twice: n-grams of n pieces (0: any), and a word right after itself
-    no_repeat_ngram: int = 0
-    no_doubled_words: bool = False
+    no_repeat_ngram: int = field(default=0, metadata=option(
+        "never write the same N pieces twice; 0: off", "--no-repeat-ngram",
+        least_text="0 (off)"))
+    no_doubled_words: bool = field(default=False, metadata=option(
+        "never write a word right after itself (\"failed failed\"); --allow-doubled-words "
+        "lets it, for one command", "--allow-doubled-words"))
     # the longest output, in pieces with its EOS: ratio × the source's pieces + extra (within
     # the model's max_positions)
-    max_length_ratio: float = 1.5
-    max_length_extra: int = 10
+    max_length_ratio: float = field(default=1.5, metadata=option(
+        "the longest output: this × the source's pieces (+ max_length_extra)"))
+    max_length_extra: int = field(default=10, metadata=option(
+        "the longest output: max_length_ratio × the source's pieces + this"))
 
     def __post_init__(self) -> None:
-        if self.beam_size < 1 or not 1 <= self.n_best <= self.beam_size:
+        for key in SEARCH_KEYS:
+            problem = search_problem(key, getattr(self, key))
+            if problem:
+                raise ValueError(f"{key} {problem}")
+        if self.n_best > self.beam_size:
             raise ValueError(f"beam size {self.beam_size} and n-best {self.n_best} don't fit: "
-                             "both must be at least 1 and n-best at most the beam size")
-        for name in ("length_penalty", "no_repeat_ngram", "max_length_ratio",
-                     "max_length_extra"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+                             "n-best must be at most the beam size")
+
+
+SEARCH_KEYS = {f.name: f.metadata for f in dataclasses.fields(SearchConfig)}
+
+
+def search_problem(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the search key ``key`` on its own ("must be 0 (off) or
+    more, not -1"), or None."""
+    metadata = SEARCH_KEYS[key]
+    if isinstance(value, bool) or value >= metadata["least"]:
+        return None
+    return f"must be {metadata['least_text']} or more, not {value}"
 
 
 # ---------------------------------------------------------------- the whole config

@@ -114,3 +114,11 @@ def split_tag(text: str) -> tuple[str | None, str]:
 def tagged(text: str, target_language: str) -> str:
     """``text`` with the tag that asks for ``target_language`` ("en" or "hi") in front."""
     return f"{TAGS[target_language]} {text}"
+
+
+def check_language(language: str | None) -> None:
+    """Refuse an unknown --to before anything is loaded (argparse's choices would print a
+    usage block as well as the error)."""
+    if language is not None and language not in TAGS:
+        raise TranslatorError(f"--to {language} is not a language this tool translates into; "
+                              "use --to en (English) or --to hi (Hindi)")

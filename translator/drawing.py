@@ -92,6 +92,20 @@ def draw_showcase(run_dir: RunDir, beam_size: int | None = None, device: str = "
     return paths
 
 
+def plot_run(run: str | Path | None, beam_size: int | None = None, device: str = "auto",
+             checkpoint: str = "best", curves_only: bool = False) -> list[Path]:
+    """`python -m translator plot-run`: redraw a run's curves and, unless ``curves_only`` or
+    the run has no checkpoint yet, its showcase pictures (`draw_showcase`)."""
+    run_dir = RunDir.find(run)
+    paths = [draw_curves(run_dir, run_dir.read_config().train.early_stopping_metric)]
+    if curves_only:
+        return paths
+    if not run_dir.checkpoints():
+        say(f"{run_dir} has no checkpoint yet: the showcase heatmaps are not drawn")
+        return paths
+    return paths + draw_showcase(run_dir, beam_size, device, checkpoint)
+
+
 def draw_curves(run_dir: RunDir, best_by: str = "chrf") -> Path:
     """RUN/curves.png from RUN/metrics.jsonl, the best checkpoint (by ``best_by``) marked."""
     path = plotting.plot_learning_curves(run_dir.metrics_file, run_dir.curves_file, best_by)

@@ -53,7 +53,7 @@ from translator import data as data_module
 from translator import direction as direction_module
 from translator import tokenizer as tokenizer_module
 from translator.batching import Batch
-from translator.config import Config
+from translator.config import Config, load_config
 from translator.data import (
     BATCH_ROWS,
     LoadedData,
@@ -491,6 +491,41 @@ def clear_cache(root: Path, older_than_days: float | None = None,
     for entry in removed:
         shutil.rmtree(entry.path)
     return removed
+
+
+def format_size(size: float) -> str:
+    """Bytes as people read them: 512 B, 3.4 KiB, 1.2 MiB, 2.0 GiB."""
+    if size < 1024:
+        return f"{size:.0f} B"
+    for unit in ("KiB", "MiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} GiB"
+
+
+def cache_command(action: str, root: Path | None, config: str | Path | None = None,
+                  older_than_days: float | None = None) -> str:
+    """`python -m translator cache list|clear`: the cache folder ``root`` (None: the one the
+    config file ``config`` names, the defaults' for None) listed (one line per entry: size,
+    kind, last use, name, least recently used first, and a line of totals) or cleared (of
+    entries unused for more than ``older_than_days`` days, if given); what to print."""
+    if older_than_days is not None and (action != "clear" or older_than_days < 0):
+        raise CacheError("--older-than takes a number of days ≥ 0, with clear")
+    root = root or cache_folder(load_config(config))
+    if root is None:
+        raise CacheError("that config turns the cache off (data.cache: false); name a folder "
+                         "with --dir")
+    if action == "clear":
+        removed = clear_cache(root, older_than_days)
+        return (f"removed {len(removed)} entries ({format_size(sum(e.size for e in removed))})"
+                f" from {root}")
+    entries, now = cache_entries(root), time.time()
+    lines = [f"{format_size(entry.size):>10}  {entry.kind:<10}  used "
+             f"{(now - entry.last_used) / 86400:5.1f} days ago  {entry.path.name}"
+             for entry in entries]
+    return "\n".join(lines + [f"{len(entries)} entries, "
+                              f"{format_size(sum(e.size for e in entries))} in {root}"])
 
 
 # ---------------------------------------------------------------- the three stages

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,16 @@ from translator.config import Config, SearchConfig
 from translator.data import Pair
 from translator.device import autocast
 from translator.direction import Direction, scores_of, split_tag
+from translator.encoded import held_out_pairs
+from translator.errors import TranslatorError
+from translator.lines import read_lines
 from translator.metrics import corpus_scores
 from translator.model import Transformer
 from translator.recipe import token_loss
 from translator.reporting import log
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer
-from translator.translate import translate
+from translator.translate import Translator, translate
 
 DECODE_BATCH_SIZE = 64  # sentences per search batch for the dev and test scores
 
@@ -179,3 +183,65 @@ class Evaluator:
             path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
         run_dir.test_scores_file.write_text(json.dumps(scores, indent=2) + "\n")
         return scores
+
+
+# ---------------------------------------------------------------- evaluate a run
+
+
+def evaluation_set(translator: Translator, src: Path | None = None, ref: Path | None = None,
+                   target_language: str | None = None) -> tuple[str, list[str], list[str]]:
+    """(a name for the set, source lines, reference lines): ``src`` and ``ref``, or the run's
+    test split (one direction's half for a model of both directions: hi→en unless
+    ``target_language`` is "hi")."""
+    if (src is None) != (ref is None):
+        raise TranslatorError("give both --src and --ref, or neither to use the run's test split")
+    if src is None:
+        test = held_out_pairs(translator.config, "test")  # from the cache: train is not read
+        if translator.direction.both:
+            test = direction_pairs(test, target_language or "en")
+        sources, references, name = [p.source for p in test], [p.target for p in test], "test"
+    else:
+        sources, references, name = read_lines(src), read_lines(ref), src.stem
+        if len(sources) != len(references):
+            raise TranslatorError(f"{src} has {len(sources)} lines but {ref} has "
+                                  f"{len(references)}; they must be line-aligned")
+    if not sources:
+        raise TranslatorError("there are no sentences to evaluate (the source is empty)")
+    return name, sources, references
+
+
+def evaluate_run(translator: Translator, src: Path | None = None, ref: Path | None = None,
+                 target_language: str | None = None, out: Path | None = None,
+                 batch_size: int = DECODE_BATCH_SIZE) -> dict[str, Any]:
+    """Translate `evaluation_set` with ``translator``'s search, write the hypotheses to ``out``
+    (None: the run folder's file for the set and beam) and return what was measured: the
+    number of sentences, the search settings, the hypotheses file, BLEU, chrF and chrF++
+    with their signatures."""
+    name, sources, references = evaluation_set(translator, src, ref, target_language)
+    language = target_language or (
+        "en" if translator.direction.both and src is None else None)
+    evaluator = Evaluator(translator.model, translator.tokenizer, translator.config,
+                          translator.device, batch_size=batch_size)
+    hypotheses, scores = evaluator.score_texts(sources, references, language)
+    search = translator.search
+    out = out or translator.run_dir.hypotheses_file(name, search.beam_size)
+    try:
+        out.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    except OSError as error:
+        raise TranslatorError(f"cannot write the hypotheses to {out}: {error.strerror}") from None
+    return {"sentences": len(sources), "beam_size": search.beam_size,
+            "no_repeat_ngram": search.no_repeat_ngram,
+            "no_doubled_words": search.no_doubled_words,
+            "length_penalty": search.length_penalty, "hypotheses": str(out), **scores}
+
+
+def evaluation_report(result: dict[str, Any], as_json: bool = False) -> str:
+    """`evaluate_run`'s result as `evaluate` prints it: one JSON line, or a line of what was
+    scored and one line per metric with its signature."""
+    if as_json:
+        return json.dumps(result, ensure_ascii=False)
+    lines = [f"{result['sentences']} sentences, beam {result['beam_size']}; hypotheses in "
+             f"{result['hypotheses']}"]
+    for metric, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("chrf++", "chrF++")):
+        lines.append(f"{label:<7}{result[metric]:6.2f}  {result[metric + '_signature']}")
+    return "\n".join(lines)

@@ -8,6 +8,7 @@ their links. Text that is not UTF-8 is one sentence naming the line and the byte
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,3 +54,26 @@ def iter_lines(path: str | Path, error: type[TranslatorError] = TranslatorError
         for number, raw in enumerate(lines, start=1):
             yield number, _decode(raw.removesuffix(b"\n"), str(path), number,
                                   error).removesuffix("\r")
+
+
+def read_texts(texts: list[str], file: str | Path | None = None) -> list[str]:
+    """The sentences to translate: ``texts`` (each checked to be UTF-8), else ``file``'s
+    lines, else standard input's (read as bytes, so that text that is not UTF-8 is caught)."""
+    if texts and file:
+        raise TranslatorError("give texts on the command line or --file, not both")
+    if texts:
+        for number, text in enumerate(texts, start=1):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that were not UTF-8, kept as surrogates
+                raise TranslatorError(f"text {number} on the command line is not UTF-8 text; "
+                                      f"{ICONV_HINT}") from None
+        return texts
+    if file:
+        return read_lines(file)
+    if sys.stdin.isatty():
+        print("reading sentences from standard input, one a line (Ctrl-D to end)",
+              file=sys.stderr)
+    if hasattr(sys.stdin, "buffer"):
+        return decode_lines(sys.stdin.buffer.read(), "standard input")
+    return sys.stdin.read().splitlines()

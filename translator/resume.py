@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from translator.config import Config, config_to_dict
+from translator.config import Config, config_to_dict, load_config
 from translator.errors import TranslatorError
+from translator.run_dir import RunDir
 
 # train keys a resumed run may change; every other key of every section is fixed
 MAY_CHANGE = (
@@ -95,3 +96,15 @@ def check_resume(saved: Config | dict[str, Any], config: Config, run: str | Path
     overrides = " ".join(f"{section}.{key}={_show(new)}" for section, key, _, new in changes)
     raise ResumeError(f"{run} was trained with {trained}; --resume keeps the run's "
                       f"{kept_text}; drop {overrides} or start a new run")
+
+
+def run_config(config: Path | None, resume: Path | None, overrides: list[str],
+               default: Path) -> Config:
+    """The config a training starts from: a resumed run's own config.yaml, else ``config``
+    (None: ``default``), with ``overrides`` applied."""
+    if resume is not None and config is not None:
+        raise ResumeError("--resume continues a run with its own config.yaml; drop "
+                          f"--config {config}, or start a new run without --resume")
+    if resume is not None:
+        return RunDir.open(resume).read_config(overrides)
+    return load_config(config or default, overrides)

@@ -587,6 +587,11 @@ class TranslationServer(ThreadingHTTPServer):
         return f"http://{host}:{port}/"
 
 
+def check_port(port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise ServeError(f"--port {port} is not a port; use 0 to 65535 (0: any free one)")
+
+
 def make_server(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
                 batch_size: int = 32, quiet: bool = False,
                 read_timeout: float = READ_TIMEOUT_S) -> TranslationServer:

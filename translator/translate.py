@@ -28,6 +28,7 @@ is no word of the source, so it is left out of ``source_pieces`` and of the atte
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,15 @@ class Translation:
             record["nbest"] = [{"text": t.text, "score": t.score, "tokens": t.tokens}
                                for t in self.nbest]
         return record
+
+    def line(self, as_json: bool = False) -> str:
+        """The translation as `translate` prints it: the text (the n-best list's texts
+        separated by tabs), or `to_dict` as one JSON line."""
+        if as_json:
+            return json.dumps(self.to_dict(), ensure_ascii=False)
+        if self.nbest:
+            return "\t".join(t.text for t in self.nbest)
+        return self.text
 
 
 # ---------------------------------------------------------------- loading a run
@@ -488,11 +498,20 @@ class Translator:
 
     @classmethod
     def load(cls, run: str | Path | None = None, backend: str = "torch",
-             checkpoint: str = "best", device: str = "auto", threads: int = 0) -> Translator:
-        """`from_run` (backend "torch") or `from_export` (backend "ct2")."""
+             checkpoint: str = "best", device: str = "auto", threads: int = 0,
+             target_language: str | None = None, **search: Any) -> Translator:
+        """`from_run` (backend "torch") or `from_export` (backend "ct2"), checked against
+        ``target_language``, searching with ``search``'s changes (a new beam size lowers the
+        n-best to fit it)."""
         if backend == "ct2":
-            return cls.from_export(run, device, threads)
-        return cls.from_run(run, checkpoint, device)
+            translator = cls.from_export(run, device, threads)
+        else:
+            translator = cls.from_run(run, checkpoint, device)
+        translator.check_target_language(target_language)  # "hi" for a hi-en model, say
+        if "beam_size" in search and "n_best" not in search:  # n-best at most the new beam
+            search["n_best"] = min(translator.search.n_best, search["beam_size"])
+        translator.set_search(**search)
+        return translator
 
     @property
     def decoder(self) -> Decoder:
