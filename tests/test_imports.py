@@ -49,6 +49,7 @@ ORDER = [
     "alignment",  # cross-attention → word alignments, AER
     "plotting",  # heatmaps
     "explorer",  # the interactive attention explorer
+    "page",  # the model in one offline page: export_page, its JavaScript decoder
     "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
     # serving and deployment
     "ct2",  # CTranslate2: export-ct2
