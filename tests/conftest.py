@@ -7,12 +7,26 @@ from pathlib import Path
 import pytest
 import torch
 
-from translator.config import Config, ModelConfig, TokenizerConfig, config_to_dict
+from translator.batching import make_batch
+from translator.checkpoint import save_checkpoint
+from translator.config import (
+    Config,
+    ModelConfig,
+    TokenizerConfig,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+from translator.corpus import read_split
 from translator.data import DataConfig, embedded_corpus_dir
 from translator.direction import TAGS
 from translator.model import Transformer
+from translator.recipe import token_loss
 from translator.run_dir import RunDir
 from translator.tokenizer import EOS_ID, Tokenizer
+
+SMOKE = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+FITTED_POSITIONS = 64  # the fitted run's max_positions
 
 
 def pytest_collection_modifyitems(config, items):
@@ -87,3 +101,49 @@ def tiny_run(tmp_path_factory):
     return write_untrained_run(tmp_path_factory.mktemp("tiny") / "run",
                                dict(d_model=16, heads=2, d_ff=32, max_positions=32),
                                perturb=False)
+
+
+def write_fitted_run(run_dir: Path, pairs: list[tuple[str, str, str]] | None = None,
+                     steps: int = 40) -> Path:
+    """A run folder as training writes it (config.yaml, tokenizer/, checkpoints/best.pt): the
+    smoke config with two layers, `FITTED_POSITIONS` positions and 500 pieces, trained on
+    ``pairs`` (None: the first 600 of the embedded train split), its model fitted ``steps``
+    Adam steps to 32 short pairs, so that its outputs end at different lengths, as a trained
+    model's do. A few seconds, without the trainer."""
+    pairs = pairs or read_split("train")[:600]
+    config = load_config(SMOKE, [f"model.max_positions={FITTED_POSITIONS}", "model.layers=2",
+                                 "tokenizer.vocab_size=500"])
+    tokenizer = Tokenizer.train(config.tokenizer, [hi for hi, _, _ in pairs],
+                                [en for _, en, _ in pairs], run_dir / "tokenizer")
+    config.model.source_vocab_size = tokenizer.source_vocab_size
+    config.model.target_vocab_size = tokenizer.target_vocab_size
+    torch.manual_seed(0)
+    model = Transformer(config.model)
+    short = [(hi, en) for hi, en, _ in pairs if len(hi.split()) <= 8][:32]
+    batch = make_batch([tokenizer.encode_source(hi) for hi, _ in short],
+                       [tokenizer.encode_target(en) for _, en in short],
+                       tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for _ in range(steps):
+        logits = model(batch.source, batch.target_input)
+        loss = token_loss(logits, batch.target_output, tokenizer.pad_id, 0.0)
+        optimizer.zero_grad()
+        (loss / batch.num_target_tokens).backward()
+        optimizer.step()
+    save_config(config, run_dir / "config.yaml")
+    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config),
+                     "step": steps, "tokenizer": tokenizer.fingerprint()},
+                    run_dir / "checkpoints" / "best.pt")
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def fitted_run(tmp_path_factory) -> Path:
+    """`write_fitted_run`'s run, shared by the test files that read a fitted tiny run (copy it
+    before changing it)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return write_fitted_run(tmp_path_factory.mktemp("runs") / "fitted")
+    finally:
+        torch.set_num_threads(threads)

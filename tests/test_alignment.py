@@ -1,7 +1,6 @@
 """Alignment: pieces merged to words, layer/head selection, hard links, AER, Pharaoh files,
 attention extraction from a (tiny, untrained) model, and the align command end to end."""
 
-import dataclasses
 
 import pytest
 import torch
@@ -19,13 +18,10 @@ from translator.alignment import (
     select_attention,
     teacher_forced_attentions,
 )
-from translator.checkpoint import save_checkpoint
 from translator.cli import align_main
-from translator.config import Config, SearchConfig, save_config
+from translator.config import SearchConfig
 from translator.links import LinksError, format_line, read_pharaoh
-from translator.model import ModelConfig, Transformer
-from translator.tokenizer import Tokenizer, TokenizerConfig
-from translator.translate import translate
+from translator.translate import Translator, translate
 
 # Two source words in three pieces, two target words in three pieces.
 SOURCE_PIECES = ["▁टि", "कट", "▁शाम"]  # टिकट (pieces 0, 1), शाम (piece 2)
@@ -146,28 +142,22 @@ SENTENCES = [("राजेश ने टिकट बुक की", "Rajesh bo
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """An untrained two-layer model, its tokenizer and a run folder holding both."""
-    run = tmp_path_factory.mktemp("run")
-    torch.manual_seed(0)
-    tokenizer = Tokenizer.train(TokenizerConfig(vocab_size=300), [s for s, _ in SENTENCES] * 5,
-                                [t for _, t in SENTENCES] * 5, run / "tokenizer")
-    config = ModelConfig(d_model=32, heads=4, layers=2, d_ff=64, dropout=0.0,
-                         max_positions=64, source_vocab_size=tokenizer.source_vocab_size,
-                         target_vocab_size=tokenizer.target_vocab_size)
-    model = Transformer(config).eval()
-    run_config = Config(model=config)
-    save_config(run_config, run / "config.yaml")
-    save_checkpoint({"model": model.state_dict(), "tokenizer": tokenizer.fingerprint(),
-                     "config": dataclasses.asdict(run_config)}, run / "checkpoints" / "best.pt")
-    return model, tokenizer, run
+def tiny(fitted_run):
+    """The fitted tiny run of conftest (two layers, 64 positions), its model and tokenizer."""
+    translator = Translator.from_run(fitted_run, device="cpu")
+    return translator.model, translator.tokenizer, fitted_run
+
+
+def heads_of(model) -> tuple[int, int]:
+    return model.config.num_decoder_layers, model.config.heads
 
 
 def test_teacher_forced_attention_shape(tiny):
     model, tokenizer, _ = tiny
     [(attention, source_pieces, target_pieces)] = teacher_forced_attentions(
         model, tokenizer, [SENTENCES[0]])
-    assert attention.shape == (2, 4, len(target_pieces) + 1, len(source_pieces) + 1)
+    assert attention.shape == (*heads_of(model), len(target_pieces) + 1,
+                               len(source_pieces) + 1)
     assert torch.allclose(attention.sum(-1), torch.ones(attention.shape[:3]), atol=1e-5)
     words = merge_to_words(attention[0, 0], source_pieces, target_pieces)
     assert words.source_words == SENTENCES[0][0].split()
@@ -197,7 +187,8 @@ def test_a_translations_attention_has_an_eos_row_and_rows_that_are_distributions
     assert result.source_pieces == tokenizer.source_pieces(
         tokenizer.encode_source(SENTENCES[2][0]))
     # every output has its EOS row, as search.py promises; every row is a distribution
-    assert attention.shape == (2, 4, len(target_pieces) + 1, len(result.source_pieces) + 1)
+    assert attention.shape == (*heads_of(model), len(target_pieces) + 1,
+                               len(result.source_pieces) + 1)
     assert torch.allclose(attention.sum(-1), torch.ones(attention.shape[:3]), atol=1e-5)
 
 
@@ -207,7 +198,7 @@ def test_a_long_inputs_attention_covers_all_its_parts(tiny):
     assert len(tokenizer.encode_source(long_text)) > model.config.max_positions
     result = translate(model, tokenizer, [long_text], SearchConfig(beam_size=2))[0]
     assert result.source_pieces == tokenizer.source_pieces(tokenizer.encode_source(long_text))
-    assert result.attention.shape == (2, 4, len(result.target_pieces) + 1,
+    assert result.attention.shape == (*heads_of(model), len(result.target_pieces) + 1,
                                       len(result.source_pieces) + 1)
     assert translate(model, tokenizer, ["  "])[0].attention is None  # nothing to attend to
 

@@ -13,22 +13,18 @@ import sacrebleu
 import torch
 
 from translator.alignment import SentenceAttention, merge_to_words, resolve_layer, select_attention
-from translator.batching import make_batch
-from translator.checkpoint import load_checkpoint, save_checkpoint
+from translator.checkpoint import load_checkpoint
 from translator.cli import evaluate_main, translate_main
-from translator.config import config_to_dict, load_config, save_config
 from translator.corpus import SHOWCASE, read_split
 from translator.drawing import all_heads_as_words
 from translator.errors import TranslatorError
 from translator.explorer import read_explorer_data
-from translator.model import Transformer
-from translator.recipe import token_loss
 from translator.run_dir import RunDirError
 from translator.tokenizer import Tokenizer
 from translator.translate import TranslateError, Translator, max_source_pieces, translate
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_POSITIONS = 64
+MAX_POSITIONS = 64  # the fitted run's (conftest.FITTED_POSITIONS)
 RAJESH = SHOWCASE[0][0]
 HINDI = [RAJESH, "मेरा नाम राम है।", "UPI भुगतान विफल हो गया", "कल बारिश होगी",
          "आज बैंक बंद है।", "मैं घर जा रहा हूँ"]
@@ -37,38 +33,9 @@ HINDI = [RAJESH, "मेरा नाम राम है।", "UPI भुगत
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def make_run(run_dir: Path, pairs: list[tuple[str, str, str]]) -> Path:
-    """A run folder as training writes it (config.yaml, tokenizer/, checkpoints/best.pt),
-    with a model fitted for a few seconds to 32 short pairs, so that its outputs end at
-    different lengths, as a trained model's do."""
-    config = load_config(ROOT / "configs" / "smoke.yaml", [
-        f"model.max_positions={MAX_POSITIONS}", "model.layers=2", "tokenizer.vocab_size=500"])
-    tokenizer = Tokenizer.train(config.tokenizer, [hi for hi, _, _ in pairs],
-                                [en for _, en, _ in pairs], run_dir / "tokenizer")
-    config.model.source_vocab_size = tokenizer.source_vocab_size
-    config.model.target_vocab_size = tokenizer.target_vocab_size
-    torch.manual_seed(0)
-    model = Transformer(config.model)
-    short = [(hi, en) for hi, en, _ in pairs if len(hi.split()) <= 8][:32]
-    batch = make_batch([tokenizer.encode_source(hi) for hi, _ in short],
-                       [tokenizer.encode_target(en) for _, en in short],
-                       tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    for _ in range(40):
-        logits = model(batch.source, batch.target_input)
-        loss = token_loss(logits, batch.target_output, tokenizer.pad_id, 0.0)
-        optimizer.zero_grad()
-        (loss / batch.num_target_tokens).backward()
-        optimizer.step()
-    save_config(config, run_dir / "config.yaml")
-    save_checkpoint({"model": model.state_dict(), "config": config_to_dict(config), "step": 40,
-                     "tokenizer": tokenizer.fingerprint()}, run_dir / "checkpoints" / "best.pt")
-    return run_dir
-
-
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "tiny", read_split("train")[:600])
+def run_dir(fitted_run) -> Path:
+    return fitted_run
 
 
 @pytest.fixture(scope="module")
