@@ -43,7 +43,7 @@ from translator.explorer import FONT_FAMILY, UI_TEXT, check_suffix, font_face_cs
 from translator.explorer import _asset as explorer_asset
 from translator.explorer import _hash as script_hash
 from translator.run_dir import RunDir
-from translator.translate import MAX_ATTENTION_CELLS, Translator
+from translator.translate import Translator
 
 WEIGHT_FORMATS = ("int8", "float16")
 # Bigger models make pages of hundreds of megabytes and decode too slowly in plain JavaScript.
@@ -178,7 +178,6 @@ def model_data(translator: Translator, run: RunDir, weights: str) -> dict[str, A
         "tags": {language: tokenizer.tags[language] for language in tokenizer.tags},
         "full_context": config.train.alignment_full_context,
         "default_layer": supervised_layer(config),
-        "max_attention_cells": MAX_ATTENTION_CELLS,
         "source": vocabulary(tokenizer.source_model),
         "target": None if tokenizer.joint else vocabulary(tokenizer.target_model),
     }

@@ -12,6 +12,7 @@
   const NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6;
   const FLT_MIN = 1.1754943508222875e-38;
   const f32 = Math.fround;
+  const PAGE_ATTENTION_CELLS = 2 ** 22;
 
   // ------------------------------------------------ text: translator.data.normalize
 
@@ -107,13 +108,43 @@
     return language !== null ? [M.tags[language], ...ids] : ids;
   }
 
+  // One character of UTF-8 at ``at``: [text, bytes used], or null when the bytes there are
+  // no valid character (SentencePiece's IsValidDecodeUTF8: no overlong forms, surrogates or
+  // code points past U+10FFFF)
+  function utf8Char(bytes, at) {
+    const lead = bytes[at];
+    if (lead < 0x80) return [String.fromCodePoint(lead), 1];
+    const size = lead >= 0xf0 && lead < 0xf8 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+    if (!size || at + size > bytes.length || (size === 3 && lead >= 0xf0)) return null;
+    let code = lead & (0xff >> (size + 1));
+    for (let k = 1; k < size; k++) {
+      if ((bytes[at + k] & 0xc0) !== 0x80) return null;
+      code = (code << 6) | (bytes[at + k] & 0x3f);
+    }
+    const least = [0, 0, 0x80, 0x800, 0x10000][size];
+    if (code < least || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return null;
+    return [String.fromCodePoint(code), size];
+  }
+
+  // SentencePiece's byte pieces to text: each byte that starts no valid character becomes
+  // U+FFFD on its own (TextDecoder would take a broken sequence's bytes together)
+  function bytesText(bytes) {
+    let text = "";
+    for (let at = 0; at < bytes.length;) {
+      const found = utf8Char(bytes, at);
+      text += found ? found[0] : "\ufffd";
+      at += found ? found[1] : 1;
+    }
+    return text;
+  }
+
   // SentencePiece's decode: control pieces vanish, byte pieces become bytes, "▁" a space,
   // the first piece's leading "▁" dropped, unknown " ⁇ "
   function decodeTarget(ids) {
     const bytes = [];
     let text = "";
     const flush = () => {
-      if (bytes.length) text += new TextDecoder().decode(new Uint8Array(bytes));
+      if (bytes.length) text += bytesText(bytes);
       bytes.length = 0;
     };
     for (const id of ids) {
@@ -428,30 +459,62 @@
     return parts.filter((part) => part.length);
   }
 
-  function languageFromScript(text) {
+  function languageFromScript(text) {  // translate.py language_from_script
+    const share = devanagariShare(text);
+    return share !== null && share >= 0.5 ? "en" : "hi";
+  }
+
+  function devanagariShare(text) {  // translate.py devanagari_share (str.isalpha: \p{L})
     const letters = Array.from(text).filter((c) => /\p{L}/u.test(c));
-    if (!letters.length) return "hi";
-    const share = letters.filter((c) => /[\u0900-\u097f]/.test(c)).length / letters.length;
-    return share >= 0.5 ? "en" : "hi";
+    if (!letters.length) return null;
+    return letters.filter((c) => /[\u0900-\u097f]/.test(c)).length / letters.length;
+  }
+
+  function scriptWarning(text, asked) {  // translate.py script_warning
+    const share = devanagariShare(text);
+    if (share === null) return null;
+    const names = {hi: "Hindi", en: "English"};
+    if (M.direction === "both") {
+      if (!asked) return null;
+      const from = asked === "en" ? "Hindi" : "English";
+      const told = names[asked] + " was asked for, which this model translates from " + from +
+        "; it was translated anyway, expect a poor result";
+      if (asked === "en" && share < 0.5) return "the input is not in Devanagari, but " + told;
+      if (asked === "hi" && share >= 0.5) return "the input is in Devanagari, but " + told;
+      return null;
+    }
+    if (M.direction === "hi-en" && share < 0.5) {
+      return "the input is not in Devanagari, but this model translates Hindi to English; " +
+        "it was translated anyway, expect a poor result";
+    }
+    if (M.direction === "en-hi" && share >= 0.5) {
+      return "the input is in Devanagari, but this model translates English to Hindi; it " +
+        "was translated anyway, expect a poor result";
+    }
+    return null;
   }
 
   function targetAndBody(text, asked) {  // translate.py target_and_body
-    if (!Object.keys(M.tags).length) return [null, text];
+    if (!Object.keys(M.tags).length) return [null, text, false];
     const [tagLanguage, body] = splitTag(normalize(text));
     const language = asked || tagLanguage;
-    return [language || languageFromScript(body), body];
+    return language ? [language, body, true] : [languageFromScript(body), body, false];
   }
 
   // One text → what Translator.translate([text], beam_size=1)[0] holds
   function translate(text, asked) {
     const started = performance.now();
-    const [language, body] = targetAndBody(text, asked || null);
+    const [language, body, told] = targetAndBody(text, asked || null);
     const tag = language !== null ? [M.tags[language]] : [];
     const ids = encodeSource(body);
     const limit = C.max_positions - 1 - (Object.keys(M.tags).length ? 1 : 0);
     const warnings = [];
     let parts = [];
-    if (ids.length) parts = ids.length <= limit ? [ids] : splitSource(body, limit);
+    if (ids.length) {
+      const warning = scriptWarning(body, told ? language : null);
+      if (warning) warnings.push(warning);
+      parts = ids.length <= limit ? [ids] : splitSource(body, limit);
+    }
     if (parts.length > 1) {
       warnings.push("the input has " + ids.length + " pieces, more than the model's limit of " +
         limit + "; it was split into " + parts.length + " parts, translated one by one");
@@ -480,7 +543,9 @@
     const rows = parts.reduce((n, p) => n + p.targetPieces.length, 0) + 1;
     const columns = parts.reduce((n, p) => n + p.sourcePieces.length, 0) + 1;
     let attention = null;
-    if (C.decoder_layers * HEADS * rows * columns > M.max_attention_cells) {
+    // a lower limit than the Translator's 2^26 cells: JavaScript arrays of numbers take
+    // several times the memory of a float32 tensor, and the explorer draws far fewer
+    if (C.decoder_layers * HEADS * rows * columns > PAGE_ATTENTION_CELLS) {
       warnings.push("the input is too long to keep its attention (" + rows + " x " + columns +
         " pieces); it was translated without it");
     } else {
@@ -616,8 +681,8 @@
     const cells = result.sourcePieces.length * result.targetPieces.length;
     if (!result.attention || !result.targetPieces.length || cells > 40000) {
       note.hidden = false;
-      note.textContent = !result.attention || !result.targetPieces.length
-        ? "No attention to show for this input." : "This input is too long to draw its attention (" +
+      note.textContent = !result.targetPieces.length
+        ? "The translation is empty: no attention to show." : "This input is too long to draw its attention (" +
           result.targetPieces.length + " × " + result.sourcePieces.length + " pieces); translate a shorter part.";
       box.querySelectorAll(".controls, .panels").forEach((element) => { element.hidden = true; });
       return;
