@@ -26,7 +26,14 @@ import pytest
 from translator.alignment import hard_links, word_alignment
 from translator.explorer import DATA_ID
 from translator.links import format_line
-from translator.serve import MAX_SENTENCES, make_server
+from translator.serve import (
+    MAX_SENTENCES,
+    SERVICE_STATUS,
+    ServiceError,
+    TranslationService,
+    make_server,
+    parse_request,
+)
 from translator.translate import Translator
 
 RAJESH = "राजेश ने कल शाम को अपनी बहन के लिए दिल्ली से मुंबई की ट्रेन टिकट बुक की"
@@ -127,6 +134,25 @@ def test_the_run_settings_apply_by_default_and_attention_is_the_default_view(ser
     assert attention["weights"] == words["weights"]
     assert attention["view"].startswith("layer 0 (of 0–0), mean of heads")
     assert "attention" not in post(server, [{"src": RAJESH}])[1][0][0]
+
+
+def test_the_service_answers_and_refuses_without_a_socket(translator):
+    """The translation service knows no HTTP: its refusals are its own (`ServiceError` and
+    its kind), which the transport maps to status codes."""
+    service = TranslationService(translator)
+    body = json.dumps([{"src": SENTENCES[0], "beam": 1}]).encode()
+    [[record]] = service.translate(parse_request(body))
+    assert record["tgt"] == translator.translate([SENTENCES[0]], beam_size=1)[0].text
+    with pytest.raises(ServiceError) as refused:
+        service.translate(parse_request(b'[{"src": "x", "n_best": 32}]'))
+    assert refused.value.kind == "invalid" and "ask for a beam" in refused.value.message
+    with pytest.raises(ServiceError) as refused:
+        parse_request(b'[{"src": "x", "id": 3}]')
+    assert refused.value.kind == "unknown" and SERVICE_STATUS["unknown"] == 404
+    with pytest.raises(ServiceError, match="the translation is empty"):
+        service.explorer_page(" ")
+    page = service.explorer_page(SENTENCES[0])  # the form posts back; the file's posts nowhere
+    assert "form-action 'self'" in page and '<body>\n<form method="get"' in page
 
 
 def test_health_and_models(server, tiny_run):

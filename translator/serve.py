@@ -77,13 +77,33 @@ class ServeError(TranslatorError):
     """The server cannot start as asked (address in use, ...); the message says why."""
 
 
+class ServiceError(TranslatorError):
+    """A request the translation service refuses, in one sentence, and what kind of refusal
+    it is (`KINDS`); the transport says it its own way (HTTP: `SERVICE_STATUS`)."""
+
+    KINDS = ("invalid", "unknown", "too_large")  # malformed; asks for what is not here; too much
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
 class RequestError(Exception):
-    """A request the server refuses: its HTTP status and one sentence saying why."""
+    """An HTTP request the server refuses: its HTTP status and one sentence saying why."""
 
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+
+    @classmethod
+    def of(cls, error: ServiceError) -> RequestError:
+        return cls(SERVICE_STATUS[error.kind], error.message)
+
+
+SERVICE_STATUS = {"invalid": HTTPStatus.BAD_REQUEST, "unknown": HTTPStatus.NOT_FOUND,
+                  "too_large": HTTPStatus.REQUEST_ENTITY_TOO_LARGE}
 
 
 # ---------------------------------------------------------------- reading a request
@@ -107,10 +127,10 @@ class Sentence:
 
 def _integer(value: Any, name: str, number: int, least: int, most: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"sentence {number}: {name} must be a whole "
+        raise ServiceError("invalid", f"sentence {number}: {name} must be a whole "
                            f"number, not {json.dumps(value, ensure_ascii=False)[:40]}")
     if not least <= value <= most:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"sentence {number}: {name} must be "
+        raise ServiceError("invalid", f"sentence {number}: {name} must be "
                            f"between {least} and {most}, not {value}")
     return value
 
@@ -118,66 +138,66 @@ def _integer(value: Any, name: str, number: int, least: int, most: int) -> int:
 def _sentence(item: Any, number: int) -> Sentence:
     """One request item, checked field by field (``number`` counts from 0, as ids do)."""
     if not isinstance(item, dict):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"sentence {number} must be an object such "
+        raise ServiceError("invalid", f"sentence {number} must be an object such "
                            'as {"src": "...", "id": 0}')
     unknown = [key for key in item if key not in REQUEST_FIELDS]
     if unknown:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"sentence {number} has an unknown field "
+        raise ServiceError("invalid", f"sentence {number} has an unknown field "
                            f"{unknown[0]!r}; the fields are {', '.join(REQUEST_FIELDS)}")
     if "src" not in item:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f'sentence {number} has no "src" text')
+        raise ServiceError("invalid", f'sentence {number} has no "src" text')
     if not isinstance(item["src"], str):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f'sentence {number}: "src" must be a string')
+        raise ServiceError("invalid", f'sentence {number}: "src" must be a string')
     model_id = item.get("id", MODEL_ID)
     if not isinstance(model_id, int) or isinstance(model_id, bool):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f'sentence {number}: "id" must be a model '
+        raise ServiceError("invalid", f'sentence {number}: "id" must be a model '
                            "number (0)")
     if model_id != MODEL_ID:
-        raise RequestError(HTTPStatus.NOT_FOUND, f"sentence {number} asks for model "
+        raise ServiceError("unknown", f"sentence {number} asks for model "
                            f"{model_id}, but this server holds only model {MODEL_ID}")
     beam = item.get("beam")
     if beam is not None:
         beam = _integer(beam, "beam", number, 1, MAX_BEAM)
     n_best = _integer(item.get("n_best", 1), "n_best", number, 1, MAX_BEAM)
     if n_best > (beam or MAX_BEAM):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"sentence {number}: n_best {n_best} is "
+        raise ServiceError("invalid", f"sentence {number}: n_best {n_best} is "
                            f"more than its beam {beam}")
     to = item.get("to")
     if to is not None and to not in TAGS:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f'sentence {number}: "to" must be "en" or '
+        raise ServiceError("invalid", f'sentence {number}: "to" must be "en" or '
                            f'"hi", not {json.dumps(to, ensure_ascii=False)[:40]}')
     attention = item.get("attention", False)
     if not isinstance(attention, bool):
-        raise RequestError(HTTPStatus.BAD_REQUEST, f'sentence {number}: "attention" must be '
+        raise ServiceError("invalid", f'sentence {number}: "attention" must be '
                            "true or false")
     return Sentence(item["src"], beam, n_best, to, attention)
 
 
 def parse_request(body: bytes) -> list[Sentence]:
-    """The sentences of a /translate body, or a `RequestError` saying what is wrong with it."""
+    """The sentences of a /translate body, or a `ServiceError` saying what is wrong with it."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"the request body is not UTF-8 (byte "
+        raise ServiceError("invalid", f"the request body is not UTF-8 (byte "
                            f"{error.start}); send JSON encoded as UTF-8") from None
     try:
         items = json.loads(text)
     except json.JSONDecodeError as error:
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON "
+        raise ServiceError("invalid", f"the request body is not valid JSON "
                            f"({error.msg} at line {error.lineno}, column {error.colno})") from None
     if not isinstance(items, list):
-        raise RequestError(HTTPStatus.BAD_REQUEST, 'the request must be a JSON list such as '
+        raise ServiceError("invalid", 'the request must be a JSON list such as '
                            '[{"src": "...", "id": 0}]')
     if not items:
-        raise RequestError(HTTPStatus.BAD_REQUEST, "the request holds no sentences; send at "
+        raise ServiceError("invalid", "the request holds no sentences; send at "
                            'least one, as [{"src": "...", "id": 0}]')
     if len(items) > MAX_SENTENCES:
-        raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the request holds "
+        raise ServiceError("too_large", f"the request holds "
                            f"{len(items)} sentences, more than {MAX_SENTENCES}; send them in "
                            "several requests")
     sentences = [_sentence(item, number) for number, item in enumerate(items)]
     if len({s.n_best for s in sentences}) > 1:  # the answer has one list per n-best rank
-        raise RequestError(HTTPStatus.BAD_REQUEST, "the sentences of one request must ask for "
+        raise ServiceError("invalid", "the sentences of one request must ask for "
                            "the same n_best")
     return sentences
 
@@ -246,7 +266,7 @@ class TranslationService:
             if beam is not None:
                 search["beam_size"] = beam
             elif n_best > self.translator.search.beam_size:
-                raise RequestError(HTTPStatus.BAD_REQUEST, f"n_best {n_best} is more than "
+                raise ServiceError("invalid", f"n_best {n_best} is more than "
                                    f"the run's beam {self.translator.search.beam_size}; ask "
                                    "for a beam as well")
             texts = [sentences[i].src for i in indices]
@@ -257,7 +277,7 @@ class TranslationService:
                                                       target_language=to,
                                                       batch_size=self.batch_size, **search)
             except TranslatorError as error:  # e.g. "to": "hi" for a hi-en model
-                raise RequestError(HTTPStatus.BAD_REQUEST, str(error)) from None
+                raise ServiceError("invalid", str(error)) from None
             for i, translation in zip(indices, found):
                 results[i] = translation
         return results
@@ -301,21 +321,19 @@ class TranslationService:
     def explorer_page(self, text: str) -> str:
         """The attention explorer of ``text``'s translation, with the text box above it."""
         if len(text) > MAX_PAGE_CHARACTERS:
-            raise RequestError(HTTPStatus.BAD_REQUEST, f"the sentence has {len(text)} "
+            raise ServiceError("invalid", f"the sentence has {len(text)} "
                                f"characters, more than the {MAX_PAGE_CHARACTERS} the explorer "
                                "page draws; translate it with POST /translate")
         [translation] = self.translations([Sentence(text)])
         if translation.attention is None or not translation.target_pieces:
-            raise RequestError(HTTPStatus.BAD_REQUEST, "the translation is empty, so there is "
+            raise ServiceError("invalid", "the translation is empty, so there is "
                                "no attention to show; type a sentence")
         direction = self.translator.direction.of_translation(translation.target_language)
         title = (f"cross-attention explorer · {direction.arrow} · beam "
                  f"{self.translator.search.beam_size}")
         data = sentence_data(SentenceAttention.of(translation), text, translation.text, title)
-        page = explorer_html(data)
         # the box posts back here: the one change to the explorer file's policy
-        page = page.replace("form-action 'none'", "form-action 'self'", 1)
-        return page.replace("<body>\n", "<body>\n" + text_box(text), 1)
+        return explorer_html(data, form_action="'self'", header=text_box(text))
 
 
 # ---------------------------------------------------------------- pages
@@ -443,7 +461,10 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _guarded(self, method) -> None:
         try:
-            method()
+            try:
+                method()
+            except ServiceError as error:  # the service's refusal, as HTTP says it
+                raise RequestError.of(error) from None
         except RequestError as error:
             self.send_error_json(error.status, error.message)
         except TimeoutError:
@@ -502,8 +523,8 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         try:
             self.send_page(self.server.service.explorer_page(text))
-        except RequestError as error:
-            self.send_page(landing_page(direction, error.message), error.status)
+        except ServiceError as error:
+            self.send_page(landing_page(direction, error.message), SERVICE_STATUS[error.kind])
 
     def _post(self) -> None:
         if urlsplit(self.path).path != "/translate":

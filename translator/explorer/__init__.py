@@ -179,8 +179,10 @@ def _asset(name: str) -> str:
     return (_HERE / name).read_text(encoding="utf-8")
 
 
-def explorer_html(data: dict[str, Any]) -> str:
-    """The page for `explorer_data`'s ``data``: one string, everything inline."""
+def explorer_html(data: dict[str, Any], form_action: str = "'none'", header: str = "") -> str:
+    """The page for `sentence_data`'s ``data``: one string, everything inline. A page served
+    with a form lets it post to ``form_action`` (a CSP source: "'self'") and puts ``header``
+    (HTML) first in its body; a file on disk posts nowhere."""
     text = "".join([data["title"], data["source"], data["translation"],
                     data["reference"] or "", *data["source_words"], *data["target_words"],
                     *data["titles"]["mean"], UI_TEXT])
@@ -190,7 +192,7 @@ def explorer_html(data: dict[str, Any]) -> str:
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     policy = (f"default-src 'none'; script-src {_hash(diagnostics_js)} {_hash(explorer_js)}; "
               f"style-src {_hash(style)}; font-src data:; img-src data:; base-uri 'none'; "
-              "form-action 'none'")
+              f"form-action {form_action}")
     sentences = [_sentence("source", data["source"]),
                  _sentence("translation", data["translation"])]
     if data["reference"]:
@@ -207,7 +209,7 @@ def explorer_html(data: dict[str, Any]) -> str:
 <style>{style}</style>
 </head>
 <body>
-<h1>{title}</h1>
+{header}<h1>{title}</h1>
 <div class="sentences">
 {chr(10).join(sentences)}
 </div>
