@@ -63,10 +63,16 @@ def _bans(config) -> None:
     config.search.no_doubled_words = True
 
 
+def _bans_and_full_context(config) -> None:
+    _bans(config)
+    config.train.alignment_full_context = True  # attention read again without the causal mask
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, untrained_run):
     """A pre-norm hi-en run (tied, joint vocabulary) and a post-norm run of both directions
-    (one vocabulary per side, untied), each with the n-gram and doubled-word bans."""
+    (one vocabulary per side, untied, full-context attention), each with the n-gram and
+    doubled-word bans."""
     folder = tmp_path_factory.mktemp("page")
     pre = untrained_run(folder / "pre", dict(d_model=32, heads=4, layers=2, d_ff=64,
                                              max_positions=128), adjust=_bans)
@@ -74,7 +80,7 @@ def runs(tmp_path_factory, untrained_run):
                                                d_ff=48, max_positions=64, norm="post",
                                                share_embeddings=False),
                          direction="both", tokenizer=TokenizerConfig(vocab_size=400, joint=False),
-                         seed=1, adjust=_bans)
+                         seed=1, adjust=_bans_and_full_context)
     for run in (pre, post):
         _float16_weights(run)
     return {"pre": pre, "post": post}
