@@ -399,7 +399,8 @@ def test_precision_probe_times_both_and_leaves_the_run_as_it_was(tmp_path, monke
     runs, streams = [], []
     for precision in ("auto", "fp32"):
         config = load_config(ROOT / "configs" / "smoke.yaml", [
-            f"train.precision={precision}", f"train.output_dir={tmp_path / precision}"])
+            f"train.precision={precision}", f"train.output_dir={tmp_path / precision}",
+            "model.dropout=0.1", "train.word_dropout=0.1"])  # the probe draws from both streams
         runs.append(build_run(config, RunDir.new(tmp_path / precision)))
         streams.append((torch.get_rng_state(), dropout_state()["state"]))
     probed, forced = runs
