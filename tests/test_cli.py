@@ -28,7 +28,8 @@ def test_python_dash_m_translator_lists_the_subcommands():
                                              ("evaluate", "--ref"), ("align", "--gold"),
                                              ("demo", "--causal"),
                                              ("translate", "--html"),
-                                             ("plot-run", "--curves-only")])
+                                             ("plot-run", "--curves-only"),
+                                             ("export-page", "--weights")])
 def test_each_subcommand_has_its_options(command, option, capsys):
     with pytest.raises(SystemExit) as done:
         cli.main([command, "--help"])
@@ -56,7 +57,8 @@ def test_console_scripts_name_the_command_line_functions():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     expected = {"translator-train": "train_main", "translator-translate": "translate_main",
                 "translator-evaluate": "evaluate_main", "translator-align": "align_main",
-                "translator-demo": "demo_main", "translator-plot-run": "plot_run_main"}
+                "translator-demo": "demo_main", "translator-plot-run": "plot_run_main",
+                "translator-export-page": "export_page_main"}
     assert {name: scripts[name] for name in expected} == {
         name: f"translator.cli:{function}" for name, function in expected.items()}
     assert all(callable(getattr(cli, function)) for function in expected.values())

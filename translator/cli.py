@@ -1,4 +1,4 @@
-"""The command line: one command with ten subcommands, also installed as console scripts.
+"""The command line: one command with eleven subcommands, also installed as console scripts.
 
     python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
     python -m translator translate "TEXT" [--run RUN] [--to en|hi] [--beam N]
@@ -11,12 +11,12 @@
     python -m translator cache list|clear [--older-than DAYS]
     python -m translator export-ct2 RUN OUT [--quantization int8|int8_float32|float32]
     python -m translator export-hf RUN OUT
+    python -m translator export-page RUN OUT.html [--weights int8|float16]
 
-This module parses arguments and calls the package, nothing else. The search flags are built
-from `SearchConfig`'s fields; one table, `COMMANDS`, gives each subcommand its arguments and
-what runs, and its ``train_main``, ``translate_main``, ... (`__getattr__`) that the console
-scripts and `scripts/*.py` call. Every `TranslatorError` (and a file that cannot be written)
-becomes one sentence on standard error and exit code 2, in one place (`_run`).
+This module parses arguments and calls the package, nothing else. Search flags come from
+`SearchConfig`'s fields; one table, `COMMANDS`, gives each subcommand its arguments and what
+runs, and its ``train_main``, ... (`__getattr__`) for the console scripts and `scripts/*.py`.
+Every `TranslatorError` (or an unwritable file) is one sentence and exit 2, in `_run`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from translator.evaluator import evaluate_run, evaluation_report
 from translator.hf import export as export_hf
 from translator.lines import read_texts
 from translator.links import format_line
+from translator.page import PAGE_HELP, page_arguments, run_page
 from translator.resume import run_config
 from translator.serve import check_port, serve
 from translator.training import train
@@ -341,12 +342,10 @@ def run_export_hf(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                           Callable[[argparse.Namespace], int]]] = {
     "train": ("Train a Hindi–English Transformer.", train_arguments, run_train),
-    "translate": ("Translate sentences with a trained run.", translate_arguments,
-                  run_translate),
+    "translate": ("Translate sentences with a trained run.", translate_arguments, run_translate),
     "evaluate": ("BLEU, chrF and chrF++ of a trained run.", evaluate_arguments, run_evaluate),
     "align": ("Word alignments from cross-attention.", align_arguments, run_align),
-    "demo": ("The seeds' worked examples of attention, step by step.", demo_arguments,
-             run_demo_command),
+    "demo": ("The seeds' worked examples of attention.", demo_arguments, run_demo_command),
     "plot-run": ("Redraw a run's pictures: RUN/curves.png (learning curves, from "
                  "metrics.jsonl) and, if the run has a checkpoint, the showcase sentences' "
                  "heatmaps and explorer pages in RUN/heatmaps/ (translated again).",
@@ -363,6 +362,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "export-hf": ("Export a trained run to a Hugging Face transformers model folder (pip "
                   "install -e \".[hf]\"), for AutoModelForSeq2SeqLM and AutoTokenizer.",
                   export_arguments, run_export_hf),
+    "export-page": (PAGE_HELP, page_arguments, run_page),
 }
 
 

@@ -260,25 +260,34 @@ def export_page(run_dir: str | Path, out_html: str | Path, weights: str = "int8"
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m translator.page RUN OUT.html [--weights int8|float16]``."""
-    parser = argparse.ArgumentParser(
-        prog="translator-export-page",
-        description="Write a run's model as one offline HTML page that translates in the "
-                    "browser and shows the attention.")
+PAGE_HELP = ("Write a run's model as one offline HTML page that translates in the browser and "
+             "shows the attention.")
+
+
+def page_arguments(parser: argparse.ArgumentParser) -> None:
+    """export-page's arguments (the command line's table and `main` share them)."""
     parser.add_argument("run", help="the run folder (runs/latest, for example)")
     parser.add_argument("out", help="the page to write (.html)")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
                         help="int8 with one scale per row (smaller; the default) or float16")
     parser.add_argument("--checkpoint", default="best", help="best (default), last, step-N")
-    args = parser.parse_args(argv)
+
+
+def run_page(args: argparse.Namespace) -> int:
+    path = export_page(args.run, args.out, args.weights, args.checkpoint)
+    print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m translator.page RUN OUT.html [--weights int8|float16]``."""
+    parser = argparse.ArgumentParser(prog="translator-export-page", description=PAGE_HELP)
+    page_arguments(parser)
     try:
-        path = export_page(args.run, args.out, args.weights, args.checkpoint)
+        return run_page(parser.parse_args(argv))
     except (TranslatorError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0
 
 
 if __name__ == "__main__":
