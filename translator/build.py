@@ -346,9 +346,9 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
               dev_data, model, optimizer, scheduler, scaler, sampler, budget)
     if precision is None:
         run.precision, run.precision_reason = from_main_process(probe_precision(run))
-    # config.yaml keeps what auto chose: a resume continues in it
-    run.config = dataclasses.replace(run.config, train=dataclasses.replace(
-        run.config.train, precision=run.precision))
+    if run.precision != cfg.precision:  # config.yaml keeps what auto chose: a resume goes on in it
+        run.config = dataclasses.replace(run.config, train=dataclasses.replace(
+            run.config.train, precision=run.precision))
     return run
 
 
