@@ -121,14 +121,11 @@ def test_the_showcase_family_and_first_tries_are_well_formed_and_held_out(splits
         assert check_facts(variant.english, variant.facts, variant.english,
                            variant.route).whole, variant.english
     assert sum(v.route is not None for v in family) >= 30
-    train_hindi = {build_blind(h) for rows in splits.values() for h, _, _ in rows}
-    assert not {build_blind(v.hindi) for v in family} & train_hindi
-    assert not {build_blind(h) for h, _ in tries} & train_hindi
+    blind = load_build_corpus().blind
+    train_hindi = {blind(h) for rows in splits.values() for h, _, _ in rows}
+    assert not {blind(v.hindi) for v in family} & train_hindi
+    assert not {blind(h) for h, _ in tries} & train_hindi
     assert all(answers and all(answers) for _, answers in tries)
-
-
-def build_blind(text: str) -> str:
-    return load_build_corpus().blind(text)
 
 
 def test_second_splits_cover_every_domain_and_no_train_sentence_is_a_near_copy(splits):

@@ -1,0 +1,106 @@
+"""The levers of a bf16 training step on a CPU, timed against fp32 (issue 32).
+
+    python bench/precision_levers.py [VARIANTS] [STEPS]     # THREADS=1 for one thread
+    python bench/precision_levers.py fp32,bf16,bf16-attention-fp32,bf16-explicit 15
+
+Builds the default run (configs/default.yaml) and times `Trainer.train_step` on the same STEPS
+batches for each variant, the variants alternating for three rounds (the best round counts),
+so that a busy machine slows all alike. Variants: fp32 and bf16 as the package runs them;
+bf16-attention-fp32, the attention core cast to fp32 inside the bf16 step; fp32-explicit and
+bf16-explicit, the attention's explicit four steps (`translator.attention`) forced in place of
+PyTorch's fused kernel. Prints ms/step and each variant's speed over fp32's, with the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import translator.attention as attention  # noqa: E402
+from translator.build import build_run  # noqa: E402
+from translator.config import load_config  # noqa: E402
+from translator.device import cpu_model, native_bf16_flags  # noqa: E402
+from translator.run_dir import RunDir  # noqa: E402
+from translator.training import Trainer  # noqa: E402
+
+FUSED = F.scaled_dot_product_attention
+
+
+class Functional:
+    """torch.nn.functional with a replaceable scaled_dot_product_attention."""
+
+    scaled_dot_product_attention = staticmethod(FUSED)
+
+    def __getattr__(self, name: str):
+        return getattr(F, name)
+
+
+def attention_core_in_fp32(q, k, v, attn_mask=None, dropout_p=0.0, **kwargs):
+    out = FUSED(q.float(), k.float(), v.float(), attn_mask=attn_mask, dropout_p=dropout_p,
+                **kwargs)
+    return out.to(q.dtype)
+
+
+def explicit_steps(q, k, v, attn_mask=None, dropout_p=0.0, **kwargs):
+    return attention.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p)[0]
+
+
+# name: (precision, the attention core; None: the package's own choice)
+VARIANTS = {
+    "fp32": ("fp32", FUSED),
+    "bf16": ("bf16", None),  # as translator.attention chooses
+    "bf16-attention-fp32": ("bf16", attention_core_in_fp32),
+    "fp32-explicit": ("fp32", explicit_steps),
+    "bf16-explicit": ("bf16", explicit_steps),
+}
+
+
+def main() -> int:
+    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    functional = Functional()
+    attention.F = functional
+    folder = Path(tempfile.mkdtemp(prefix="precision-levers-"))
+    config = load_config(ROOT / "configs" / "default.yaml", [
+        f"train.output_dir={folder}", "train.max_minutes=0", "train.heatmaps=false",
+        "train.precision=fp32"])
+    run = build_run(config, RunDir.new(folder))
+    trainer = Trainer(run)
+    source = trainer.batches()
+    batches = [next(source) for _ in range(steps)]
+    best = {name: float("inf") for name in names}
+    for _ in range(3):
+        for name in names:
+            run.precision, core = VARIANTS[name]
+            functional.scaled_dot_product_attention = core or FUSED
+            if core is None:  # the package's own path: bf16 on a CPU takes the explicit steps
+                attention.F = F
+            for batch in batches[:2]:  # untimed: first calls of this variant's kernels
+                trainer.train_step(iter([batch]))
+            stream, started = iter(batches), time.perf_counter()
+            for _ in batches:
+                trainer.train_step(stream)
+            best[name] = min(best[name], (time.perf_counter() - started) / steps * 1000)
+            attention.F = functional
+    flags = ", ".join(native_bf16_flags()) or "no native bf16"
+    print(f"## A training step's precision levers: {cpu_model()} ({flags}), "
+          f"{torch.get_num_threads()} thread(s), {steps} default-recipe batches, best of 3\n")
+    print("| variant | ms/step | speed × fp32 |\n|---|---:|---:|")
+    for name in names:
+        ratio = f"{best['fp32'] / best[name]:.2f}" if "fp32" in best else "–"
+        print(f"| {name} | {best[name]:.1f} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
