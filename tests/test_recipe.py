@@ -397,7 +397,7 @@ def test_precision_probe_times_both_and_leaves_the_run_as_it_was(tmp_path, monke
     monkeypatch.setattr(device, "native_bf16_flags", lambda: ["avx512_bf16"])
     monkeypatch.setattr(build, "native_bf16_flags", lambda: ["avx512_bf16"])
     runs, streams = [], []
-    for precision in ("auto", "fp32"):
+    for precision in ("probe", "fp32"):
         config = load_config(ROOT / "configs" / "smoke.yaml", [
             f"train.precision={precision}", f"train.output_dir={tmp_path / precision}",
             "model.dropout=0.1", "train.word_dropout=0.1"])  # the probe draws from both streams

@@ -354,11 +354,14 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
 
 def precision_reason(asked: str, device: torch.device) -> str:
     """Why a run computes in its precision, for its first line (a probe says its own)."""
-    if asked != "auto":
+    if asked not in ("auto", "probe"):
         return "set by train.precision"
     if device.type == "cuda":
-        return "auto: what this GPU supports"
-    return "auto: this CPU has no native bf16 (avx512_bf16, amx_bf16 or Arm bf16)"
+        return f"{asked}: what this GPU supports"
+    if asked == "probe":
+        return "probe: this CPU has no native bf16 (avx512_bf16, amx_bf16 or Arm bf16)"
+    return ("auto: fp32 on CPUs (the default run made fewer steps in bf16; "
+            "train.precision=probe times both)")
 
 
 PROBE_BATCHES = 3  # training batches timed in each precision, twice (fp32, bf16, fp32, bf16)
@@ -366,8 +369,8 @@ PROBE_MARGIN = 1.1  # bf16 must be this much faster: its rounding is not free
 
 
 def probe_precision(run: Run) -> tuple[str, str]:
-    """auto on a CPU with native bf16: the faster of fp32 and bf16, timed on forward and
-    backward passes of the first training batches (after one untimed pass each), the two
+    """train.precision=probe on a CPU with native bf16: the faster of fp32 and bf16, timed on
+    forward and backward passes of the first training batches (after one untimed pass each), the two
     alternating so that a busy machine slows both alike. The weights, the sampler and the
     random streams are left as they were, so the run that follows is the one it would be
     without the probe; its seconds count in the time budget."""
@@ -392,7 +395,7 @@ def probe_precision(run: Run) -> tuple[str, str]:
     run.budget.seconds += time.perf_counter() - started
     speedup = seconds["fp32"] / seconds["bf16"]
     chosen = "bf16" if speedup >= PROBE_MARGIN else "fp32"
-    return chosen, (f"auto: bf16 timed {speedup:.2f}× fp32 on {len(batches) - 1} batches, "
+    return chosen, (f"probe: bf16 timed {speedup:.2f}× fp32 on {len(batches) - 1} batches, "
                     f"CPU with {'/'.join(native_bf16_flags())}, probe "
                     f"{time.perf_counter() - started:.1f} s")
 

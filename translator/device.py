@@ -63,18 +63,19 @@ def native_bf16_flags() -> list[str]:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str | None:
-    """A forced precision as it is; auto: on GPUs bf16 where supported, else fp16; on a CPU
-    with native bf16 None (the run times both: `translator.build.probe_precision`), and
-    fp32 on any other CPU: there a bf16 matmul is emulated and the default model's step was
-    measured slower than fp32 (bench/step_profile.py, docs/performance.md)."""
+    """A forced precision as it is; auto: on GPUs bf16 where supported, else fp16, and fp32
+    on CPUs: even with native bf16 (avx512_bf16) the default run made fewer steps in bf16
+    (3,454 against 3,783 in 8 minutes, docs/performance.md), though a step on repeated batches
+    is 1.45× faster. probe: None on a CPU with native bf16 (the run times both,
+    `translator.build.probe_precision`), fp32 on other CPUs."""
     if device.type == "cpu" and precision == "fp16":
         raise DeviceError("fp16 on a CPU is about 100× slower than fp32; use "
                           "train.precision=bf16 or fp32")
-    if precision != "auto":
+    if precision not in ("auto", "probe"):
         return precision
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return None if device.type == "cpu" and native_bf16_flags() else "fp32"
+    return None if precision == "probe" and native_bf16_flags() else "fp32"
 
 
 def autocast(device: torch.device, precision: str) -> AbstractContextManager:
