@@ -39,7 +39,13 @@ from translator import corpus
 from translator.alignment import supervised_layer
 from translator.direction import TAGS, Direction
 from translator.errors import TranslatorError
-from translator.explorer import FONT_FAMILY, UI_TEXT, check_suffix, font_face_css
+from translator.explorer import (
+    FONT_FAMILY,
+    UI_TEXT,
+    check_suffix,
+    font_face_css,
+    html_document,
+)
 from translator.explorer import _asset as explorer_asset
 from translator.explorer import _hash as script_hash
 from translator.run_dir import RunDir
@@ -218,28 +224,16 @@ def page_html(data: dict[str, Any], blob: bytes, layout: dict[str, Any]) -> str:
               f"{script_hash(page_js)} {script_hash(explorer_js)}; style-src {script_hash(style)}; "
               "font-src data:; img-src data:; base-uri 'none'; form-action 'none'")
     title = html.escape(f"{data['name']}: {data['arrow']}")
-    template = explorer_asset("page.html").replace("TITLE", title)
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{policy}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<script>{diagnostics_js}</script>
-<style>{style}</style>
-</head>
-<body>
-{template}
-<pre id="diagnostics" hidden></pre>
-{_json_script(MODEL_ID, data | {"layout": layout})}
-<script type="application/octet-stream" id="{WEIGHTS_ID}">{base64.b64encode(blob).decode()}</script>
-{_json_script(EXPLORER_JS_ID, explorer_js)}
-<script type="application/json" id="explorer-data">{{}}</script>
-<script>{page_js}</script>
-</body>
-</html>
-"""
+    template = (explorer_asset("page.html").replace("TITLE", title)
+                .replace("PANELS\n", explorer_asset("panels.html")))
+    body = (f'{template}\n<pre id="diagnostics" hidden></pre>\n'
+            f'{_json_script(MODEL_ID, data | {"layout": layout})}\n'
+            f'<script type="application/octet-stream" id="{WEIGHTS_ID}">'
+            f"{base64.b64encode(blob).decode()}</script>\n"
+            f"{_json_script(EXPLORER_JS_ID, explorer_js)}\n"
+            '<script type="application/json" id="explorer-data">{}</script>\n'
+            f"<script>{page_js}</script>\n")
+    return html_document(policy, title, diagnostics_js, style, body)
 
 
 def export_page(run_dir: str | Path, out_html: str | Path, weights: str = "int8",

@@ -198,6 +198,16 @@ def explorer_html(data: dict[str, Any], form_action: str = "'none'", header: str
     if data["reference"]:
         sentences.append(_sentence("reference", data["reference"]))
     title = html.escape(data["title"])
+    body = (f'{header}<h1>{title}</h1>\n<div class="sentences">\n{chr(10).join(sentences)}\n'
+            f'</div>\n{_asset("panels.html")}<pre id="diagnostics" hidden></pre>\n'
+            f'<script type="application/json" id="{DATA_ID}">{payload}</script>\n'
+            f"<script>{explorer_js}</script>\n")
+    return html_document(policy, title, diagnostics_js, style, body)
+
+
+def html_document(policy: str, title: str, diagnostics_js: str, style: str, body: str) -> str:
+    """A page under ``policy`` (its Content-Security-Policy), the diagnostics script first:
+    the explorer's and the model page's (translator.page) shell."""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -209,37 +219,7 @@ def explorer_html(data: dict[str, Any], form_action: str = "'none'", header: str
 <style>{style}</style>
 </head>
 <body>
-{header}<h1>{title}</h1>
-<div class="sentences">
-{chr(10).join(sentences)}
-</div>
-<div class="controls">
-<label>layer <select id="layer"></select></label>
-<label>head <select id="head"></select></label>
-<label><input type="checkbox" id="numbers"> weights in the cells</label>
-<span id="view-title"></span>
-</div>
-<div class="panels">
-<section class="panel">
-<h2>Soft weights (Bahdanau's view)</h2>
-<p class="hint">Each row is an output word; its cells show how it divided its attention over
-the source words (the row sums to 1; the source end-of-sentence token is left out and the rows
-renormalised). Hover a word or a cell.</p>
-<svg id="heatmap" role="img" aria-label="attention heatmap"></svg>
-</section>
-<section class="panel">
-<h2>Hard links</h2>
-<p class="hint">Each output word linked to the source word it drew on most (the brightest cell
-of its row), as scripts/align.py writes them.</p>
-<svg id="links" role="img" aria-label="hard alignment links"></svg>
-</section>
-</div>
-<div id="tooltip" role="tooltip"></div>
-<svg id="measure" aria-hidden="true"></svg>
-<pre id="diagnostics" hidden></pre>
-<script type="application/json" id="{DATA_ID}">{payload}</script>
-<script>{explorer_js}</script>
-</body>
+{body}</body>
 </html>
 """
 
