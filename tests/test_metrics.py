@@ -39,6 +39,10 @@ def test_facts_repeats_and_route_order_of_a_translation():
     twice = check_facts("Rajesh booked a ticket from Delhi to Delhi to Mumbai in the evening.",
                         facts, route=route)
     assert twice.repeated == ["delhi"] and not twice.whole
+    # a hyphenated route and a spelled-out one say both cities twice (the default run's slip)
+    both_forms = check_facts("Rajesh booked a Delhi-to-Mumbai ticket from Delhi to Mumbai in the"
+                             " evening.", facts, route=route)
+    assert both_forms.repeated == ["delhi", "mumbai"] and not both_forms.whole
     reversed_route = check_facts("Rajesh books a Mumbai-to-Delhi ticket.", facts, route=route)
     assert reversed_route.route_in_order is False and reversed_route.missing == ["evening"]
     # a word the reference itself says twice is not a repeat

@@ -44,8 +44,10 @@ _EDGE_PUNCTUATION = ".,;:!?'\"()[]“”‘’"
 
 
 def _content_words(text: str) -> list[str]:
-    """Words of 4+ letters, lower-cased, without edge punctuation or a possessive 's."""
-    words = [w.strip(_EDGE_PUNCTUATION).lower().removesuffix("'s") for w in text.split()]
+    """Words of 4+ letters, lower-cased, without edge punctuation or a possessive 's; a
+    hyphenated compound counts as its parts ("Delhi-to-Mumbai … from Delhi" says Delhi twice)."""
+    words = [w.strip(_EDGE_PUNCTUATION).lower().removesuffix("'s")
+             for w in re.split(r"[\s\-–—]+", text)]
     return [w for w in words if len(w) >= 4]
 
 
