@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 from translator.batching import make_batch
 from translator.checkpoint import save_checkpoint
@@ -27,6 +28,11 @@ from translator.tokenizer import EOS_ID, Tokenizer
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
 FITTED_POSITIONS = 64  # the fitted run's max_positions
+
+# hypothesis draws the same examples on every run (a failure in CI is one a developer gets
+# again) and keeps no example database (no .hypothesis/ folder in the repository)
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.load_profile("repeatable")
 
 
 def pytest_collection_modifyitems(config, items):

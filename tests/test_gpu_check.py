@@ -19,6 +19,7 @@ STEPS = ["environment", "data", "cuda_tests", "matmul_peak", "train_eager", "tra
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(960)  # its subprocess may take 900 s
 def test_the_gpu_check_rehearses_every_step_on_the_cpu(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     # the prepared folder when there is one; else the script writes one from the public sets

@@ -32,6 +32,7 @@ def test_walkthrough_is_committed_without_outputs():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a minute of training, and cells that may each take 600 s
 def test_walkthrough_runs_top_to_bottom(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
