@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from translator.model import ModelConfig, Transformer
-from translator.search import beam_search, gnmt_length_penalty, greedy_search, output_limits
+from translator.search import (
+    RepetitionBans,
+    beam_search,
+    gnmt_length_penalty,
+    greedy_search,
+    output_limits,
+)
 
 PAD, BOS, EOS = 0, 2, 3
 VOCAB = 40
@@ -189,3 +195,111 @@ def test_pad_and_bos_are_never_generated():
 def test_n_best_larger_than_the_beam_is_refused(model, source):
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, source, BOS, EOS, beam_size=2, n_best=3)
+
+
+# ---------------------------------------------------------------- what the model weighed
+
+
+def teacher_forced(model, row: list[int], tokens: list[int]) -> list[float]:
+    """The model's log-probability of each of ``tokens`` and the EOS after them, given
+    ``row`` (source ids with EOS): one pass over the whole output, no cache, no search."""
+    memory, mask = model.encode(padded([row]))
+    with torch.no_grad():
+        logits = model.decode(torch.tensor([[BOS, *tokens]]), memory, mask).logits[0]
+    return logits.float().log_softmax(-1).gather(1, torch.tensor([*tokens, EOS])[:, None]
+                                                 ).squeeze(1).tolist()
+
+
+def searched(model, rows, beam: int, **options):
+    if beam == 1:
+        return [[h] for h in greedy_search(model, padded(rows), BOS, EOS, **options)]
+    return beam_search(model, padded(rows), BOS, EOS, beam, n_best=beam, **options)
+
+
+def test_greedys_chosen_token_is_its_steps_top_alternative(model):
+    for h in greedy_search(model, padded(sentences(LENGTHS)), BOS, EOS, alternatives=5):
+        assert len(h.alternatives) == len(h.token_log_probs) == len(h.tokens) + 1
+        for token, step in zip([*h.tokens, EOS], h.alternatives):
+            assert step[0][0] == token
+            probs = [p for _, p in step]
+            assert probs == sorted(probs, reverse=True) and len(step) == 5
+            assert sum(probs) <= 1 + 1e-6
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_token_log_probs_are_the_teacher_forced_models_of_the_returned_path(model, beam):
+    rows = sentences(LENGTHS)
+    for row, nbest in zip(rows, searched(model, rows, beam, alternatives=5)):
+        for h in nbest:
+            expected = teacher_forced(model, row, h.tokens)
+            assert h.token_log_probs == pytest.approx(expected, abs=1e-5)
+            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+            # the chosen token is among its step's alternatives or less probable than the last
+            for token, log_prob, step in zip([*h.tokens, EOS], h.token_log_probs,
+                                             h.alternatives):
+                assert dict(step).get(token, torch.tensor(log_prob).exp().item()) == (
+                    pytest.approx(torch.tensor(log_prob).exp().item(), rel=1e-4))
+                assert sum(p for _, p in step) <= 1 + 1e-6
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_recording_alternatives_changes_no_output(model, beam):
+    rows = sentences(LENGTHS)
+    plain, recorded = searched(model, rows, beam), searched(model, rows, beam, alternatives=3)
+    for a, b in zip(plain, recorded):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+        assert a[0].alternatives is None and len(b[0].alternatives[0]) == 3
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_alternatives_respect_the_bans(model, beam):
+    bans = RepetitionBans(no_repeat_ngram=1)  # no piece twice
+    for nbest in searched(model, sentences(LENGTHS), beam, alternatives=5, bans=bans):
+        for h in nbest:
+            for t, step in enumerate(h.alternatives):
+                offered = {token for token, p in step if p > 0}
+                assert not offered & set(h.tokens[:t])
+                assert not offered & {PAD, BOS}
+
+
+# ---------------------------------------------------------------- a forced prefix
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_forced_prefix_starts_every_output_scored_by_the_model(model, beam):
+    rows, prefix = sentences(LENGTHS), [7, 9, 7]  # a repeat: no ban may refuse a forced token
+    bans = RepetitionBans(no_repeat_ngram=1)
+    found = searched(model, rows, beam, prefix=[prefix] * len(rows), alternatives=2, bans=bans)
+    for row, nbest in zip(rows, found):
+        for h in nbest:
+            assert h.tokens[:3] == prefix
+            expected = teacher_forced(model, row, h.tokens)
+            assert h.token_log_probs == pytest.approx(expected, abs=1e-5)
+            assert h.log_prob == pytest.approx(sum(expected), abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_empty_prefix_changes_nothing(model, beam):
+    rows = sentences(LENGTHS)
+    plain, empty = searched(model, rows, beam), searched(model, rows, beam,
+                                                         prefix=[[]] * len(rows))
+    for a, b in zip(plain, empty):
+        assert [(h.tokens, h.score) for h in a] == [(h.tokens, h.score) for h in b]
+
+
+def test_prefixes_of_different_lengths_in_one_batch_equal_each_alone(model):
+    rows = sentences(LENGTHS)
+    prefixes = [[5, 6, 7][: i % 4] for i in range(len(rows))]
+    for beam in (1, 3):
+        batched = searched(model, rows, beam, prefix=prefixes)
+        for row, prefix, nbest in zip(rows, prefixes, batched):
+            alone = searched(model, [row], beam, prefix=[prefix])[0]
+            assert [h.tokens for h in alone] == [h.tokens for h in nbest]
+            assert nbest[0].tokens[: len(prefix)] == prefix
+
+
+def test_a_prefix_longer_than_the_positions_is_refused():
+    model = random_model(max_positions=8)
+    with pytest.raises(ValueError, match="prefix of 8 pieces"):
+        greedy_search(model, padded(sentences([3])), BOS, EOS, prefix=[[5] * 8])

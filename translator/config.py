@@ -256,6 +256,11 @@ class SearchConfig:
         "the longest output: this × the source's pieces (+ max_length_extra)"))
     max_length_extra: int = field(default=10, metadata=option(
         "the longest output: max_length_ratio × the source's pieces + this"))
+    # what the model weighed: each output token's log-probability and its step's N most
+    # probable tokens (translator/search.py's TokenRecords); 0 records nothing (it costs)
+    alternatives: int = field(default=0, metadata=option(
+        "record each output token's log-probability and the N most probable tokens of its "
+        "step (translate --json prints them); 0: off", "--alternatives", least_text="0 (off)"))
 
     def __post_init__(self) -> None:
         for key in SEARCH_KEYS:

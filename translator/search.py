@@ -11,6 +11,13 @@ Both searches give each sentence its own length limit (``ratio`` × its source l
 ``extra``, at most the model's ``max_positions``) and make the model end with EOS when it
 reaches it, so a sentence decodes the same alone or in a batch and every hypothesis has an
 EOS row of attention.
+
+Asked for (``alternatives`` k > 0), every result also carries what the model weighed at each
+of its steps: the log-probability of each token it wrote (EOS last) and the k most probable
+tokens of that step with their probabilities, after the bans, the model's own probabilities
+as the score uses them (`TokenRecords`). Given a ``prefix`` (target ids per sentence), a search
+writes those ids first, each scored by the model's own log-probability of it (`ForcedPrefix`),
+and continues from there.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ class Hypothesis:
     # columns: source pieces + the source EOS (padding columns of a batch are 0)
     cross_attention: Tensor | None = None
     log_prob: float | None = None  # the sum of token log-probabilities, EOS included
+    # asked for (alternatives k > 0): each token's log-probability, EOS last (len(tokens) + 1)
+    token_log_probs: list[float] | None = None
+    # and for each of those steps, its k most probable tokens as (id, probability), best
+    # first, after the bans (a forced prefix's step lists what the model would have chosen)
+    alternatives: list[list[tuple[int, float]]] | None = None
 
 
 def output_limits(
@@ -125,6 +137,83 @@ class RepetitionBans:
         return ban_doubled_words(log_probs, generated, word_starts)
 
 
+class TokenRecords:
+    """For every row of a search, what it weighed along its path: each written token's
+    log-probability and its step's ``k`` most probable tokens (ids, probabilities). Rows of a
+    beam are reordered every step; ``advance`` follows them, as the key/value cache does."""
+
+    def __init__(self, rows: int, k: int, device: torch.device) -> None:
+        self.k = k
+        self.log_probs = torch.zeros(rows, 0, device=device)  # [rows, steps]
+        self.ids = torch.zeros(rows, 0, k, dtype=torch.long, device=device)  # [rows, steps, k]
+        self.probs = torch.zeros(rows, 0, k, device=device)
+        self.step_ids = self.step_probs = torch.zeros(0)  # this step's best k, [rows, k]
+
+    def weigh(self, log_probs: Tensor) -> None:
+        """Keep this step's best k of ``log_probs`` [rows, V] (after bans, before forcing)."""
+        values, self.step_ids = log_probs.topk(min(self.k, log_probs.size(-1)), dim=-1)
+        self.step_probs = values.exp()
+
+    def extended(self, rows: Tensor, token_log_probs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The paths of ``rows`` with this step's token (its log-probability) and best k."""
+        return (torch.cat([self.log_probs[rows], token_log_probs[:, None]], dim=1),
+                torch.cat([self.ids[rows], self.step_ids[rows, None]], dim=1),
+                torch.cat([self.probs[rows], self.step_probs[rows, None]], dim=1))
+
+    def advance(self, rows: Tensor, token_log_probs: Tensor) -> None:
+        """Row i of the next step continues row ``rows[i]`` with a token of that log-prob."""
+        self.log_probs, self.ids, self.probs = self.extended(rows, token_log_probs)
+
+    @staticmethod
+    def fields(paths: tuple[Tensor, Tensor, Tensor], row: int, steps: int) -> dict:
+        """The `Hypothesis` fields of row ``row`` of ``paths`` (`extended`), first ``steps``."""
+        log_probs, ids, probs = (tensor[row, :steps].tolist() for tensor in paths)
+        return {"token_log_probs": log_probs,
+                "alternatives": [list(zip(i, p)) for i, p in zip(ids, probs)]}
+
+
+class ForcedPrefix:
+    """Target ids each sentence's output starts with (OpenNMT-py's and CTranslate2's target
+    prefix): at step t < len(prefix) a row may write only prefix[t], at the model's own
+    log-probability of it (no ban applies to a forced token); after it, the search is free."""
+
+    def __init__(self, prefixes: Sequence[Sequence[int]], device: torch.device) -> None:
+        self.lengths = torch.tensor([len(p) for p in prefixes], device=device)
+        width = int(self.lengths.max()) if len(prefixes) else 0
+        self.ids = torch.tensor([list(p) + [0] * (width - len(p)) for p in prefixes],
+                                dtype=torch.long, device=device).view(len(prefixes), width)
+
+    def force(self, log_probs: Tensor, logits: Tensor, step: int, sentences: Tensor) -> Tensor:
+        """``log_probs`` [rows, V] with the rows of ``sentences`` (each row's sentence) that are
+        still in their prefix left only their forced token, scored from ``logits``."""
+        if step >= self.ids.size(1):
+            return log_probs
+        forced = step < self.lengths[sentences]
+        if not forced.any():
+            return log_probs
+        token = self.ids[sentences, step][:, None]
+        model_log_prob = logits.float().log_softmax(-1).gather(1, token)
+        only = torch.full_like(log_probs, float("-inf")).scatter_(1, token, model_log_prob)
+        return torch.where(forced[:, None], only, log_probs)
+
+    def limits(self, limits: Tensor, max_positions: int) -> Tensor:
+        """``limits`` raised to leave each sentence room for its prefix and the EOS."""
+        needed = self.lengths + 1
+        if int(needed.max()) > max_positions:
+            raise ValueError(f"a prefix of {int(needed.max()) - 1} pieces leaves no room in "
+                             f"the model's {max_positions} positions")
+        return torch.maximum(limits, needed)
+
+
+def _forced(prefix: Sequence[Sequence[int]] | None, batch: int, device: torch.device
+            ) -> ForcedPrefix | None:
+    if prefix is None or not any(prefix):
+        return None
+    if len(prefix) != batch:
+        raise ValueError(f"{len(prefix)} prefixes for {batch} sentences")
+    return ForcedPrefix(prefix, device)
+
+
 def _last_step_attention(cross_attention: list[Tensor]) -> Tensor:
     """[rows, layers, heads, S]: the newest target position's weights of every layer."""
     return torch.stack([weights[:, :, -1] for weights in cross_attention], dim=1)
@@ -144,14 +233,23 @@ def greedy_search(
     use_cache: bool = True,
     need_attention: bool = True,
     bans: RepetitionBans | None = None,
+    alternatives: int = 0,
+    prefix: Sequence[Sequence[int]] | None = None,
 ) -> list[Hypothesis]:
     """Pick the most probable next token at every step, for every sentence of ``source``
-    [batch, S] at once, until every sentence has produced EOS."""
+    [batch, S] at once, until every sentence has produced EOS; ``alternatives`` > 0 records
+    each step's best ``alternatives`` tokens (`TokenRecords`), a ``prefix`` (target ids per
+    sentence) is written first (`ForcedPrefix`)."""
     batch = source.size(0)
     pad_id = model.config.pad_id
     memory, source_mask = model.encode(source)
     cache = model.new_cache() if use_cache else None
     limits = output_limits(source, model, max_length_ratio, max_length_extra)
+    forced = _forced(prefix, batch, source.device)
+    if forced is not None:
+        limits = forced.limits(limits, model.config.max_positions)
+    every_row = torch.arange(batch, device=source.device)
+    records = TokenRecords(batch, alternatives, source.device) if alternatives > 0 else None
     generated = torch.full((batch, 1), bos_id, dtype=torch.long, device=source.device)
     scores = torch.zeros(batch, device=source.device)
     finished = torch.zeros(batch, dtype=torch.bool, device=source.device)
@@ -162,9 +260,16 @@ def greedy_search(
         log_probs = _next_log_probs(out.logits[:, -1], step == limits - 1, model, bos_id, eos_id)
         if bans is not None:
             log_probs = bans.apply(log_probs, generated)
+        if records is not None:
+            records.weigh(log_probs)
+        if forced is not None:
+            log_probs = forced.force(log_probs, out.logits[:, -1], step, every_row)
         next_token = log_probs.argmax(-1)
         next_token = torch.where(finished, torch.full_like(next_token, pad_id), next_token)
-        scores += torch.where(finished, 0.0, log_probs.gather(1, next_token[:, None]).squeeze(1))
+        token_log_probs = log_probs.gather(1, next_token[:, None]).squeeze(1)
+        scores += torch.where(finished, 0.0, token_log_probs)
+        if records is not None:
+            records.advance(every_row, token_log_probs)
         if need_attention:
             attention_steps.append(_last_step_attention(out.cross_attention))
         generated = torch.cat([generated, next_token[:, None]], dim=1)
@@ -177,7 +282,9 @@ def greedy_search(
         length = ids.index(eos_id)  # there is one: the limit forces it
         rows = attention[row, :, :, : length + 1] if attention is not None else None
         score = scores[row].item()
-        hypotheses.append(Hypothesis(ids[:length], score, rows, log_prob=score))
+        steps = {} if records is None else TokenRecords.fields(
+            (records.log_probs, records.ids, records.probs), row, length + 1)
+        hypotheses.append(Hypothesis(ids[:length], score, rows, log_prob=score, **steps))
     return hypotheses
 
 
@@ -218,6 +325,8 @@ def beam_search(
     use_cache: bool = True,
     need_attention: bool = True,
     bans: RepetitionBans | None = None,
+    alternatives: int = 0,
+    prefix: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Keep the ``beam_size`` most probable partial translations of every sentence of
     ``source`` [batch, S], all sentences in one batch of batch × beam_size rows.
@@ -231,7 +340,9 @@ def beam_search(
     Returns, per sentence, up to ``n_best`` hypotheses sorted best first by
     ``score = log_prob / ((5 + length) / 6) ** length_penalty`` (GNMT's α; the length counts
     the EOS; α = 0 ranks by the plain sum of log-probabilities). ``bans`` keep repetitions
-    out of every hypothesis (`RepetitionBans`).
+    out of every hypothesis (`RepetitionBans`). ``alternatives`` > 0 records, along each
+    returned path, each step's best tokens (`TokenRecords`); a ``prefix`` (target ids per
+    sentence) is written first by the one live beam (`ForcedPrefix`).
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"n_best ({n_best}) must be between 1 and beam_size ({beam_size})")
@@ -241,6 +352,11 @@ def beam_search(
     memory = memory.repeat_interleave(k, dim=0)
     source_mask = source_mask.repeat_interleave(k, dim=0)
     limits = output_limits(source, model, max_length_ratio, max_length_extra)
+    forced = _forced(prefix, source.size(0), device)
+    if forced is not None:
+        limits = forced.limits(limits, model.config.max_positions)
+    records = (TokenRecords(source.size(0) * k, alternatives, device) if alternatives > 0
+               else None)
     sentence = torch.arange(source.size(0), device=device)  # which sentence each group is
     cache = model.new_cache() if use_cache else None
     generated = torch.full((source.size(0) * k, 1), bos_id, dtype=torch.long, device=device)
@@ -259,16 +375,23 @@ def beam_search(
                                     bos_id, eos_id)
         if bans is not None:
             log_probs = bans.apply(log_probs, generated)
+        if records is not None:
+            records.weigh(log_probs)
+        if forced is not None:
+            log_probs = forced.force(log_probs, out.logits[:, -1], step,
+                                     sentence.repeat_interleave(k))
         vocab = log_probs.size(-1)
         candidates = (beam_log_probs.view(-1, 1) + log_probs).view(active, k * vocab)
         candidate_scores, index = candidates.topk(2 * k, dim=1)
         candidate_tokens = index % vocab
         candidate_rows = index // vocab + torch.arange(active, device=device)[:, None] * k
+        token_log_probs = (log_probs[candidate_rows, candidate_tokens] if records is not None
+                           else None)
 
         ends = (candidate_tokens == eos_id) & (candidate_scores > float("-inf"))
         ends[:, k:] = False  # an EOS outside the best k would not have been kept
         _finish(ends, candidate_scores, candidate_rows, sentence, generated, history,
-                finished, k, length_penalty)
+                finished, k, length_penalty, records, token_log_probs)
         done = at_limit | torch.tensor([len(finished[s]) >= k for s in sentence.tolist()],
                                        device=device)
         if done.all():
@@ -280,6 +403,8 @@ def beam_search(
         tokens = candidate_tokens.gather(1, keep)[~done].view(-1)
         beam_log_probs, sentence = beam_log_probs[~done], sentence[~done]
         generated = torch.cat([generated[rows], tokens[:, None]], dim=1)
+        if records is not None:
+            records.advance(rows, token_log_probs.gather(1, keep)[~done].view(-1))
         if done.any():  # memory is the same for a sentence's beams: only drop done ones
             kept_rows = (~done).repeat_interleave(k)
             memory, source_mask = memory[kept_rows], source_mask[kept_rows]
@@ -301,9 +426,12 @@ def _finish(
     finished: list[list[Hypothesis]],
     beam_size: int,
     alpha: float,
+    records: TokenRecords | None = None,
+    token_log_probs: Tensor | None = None,
 ) -> None:
     """Turn the candidates marked in ``ends`` [active, 2k] into finished hypotheses, best
-    first, until their sentence has ``beam_size`` of them."""
+    first, until their sentence has ``beam_size`` of them; with ``records``, each carries its
+    path's (``token_log_probs`` [active, 2k]: each candidate's own)."""
     chosen = [(group, column) for group, column in ends.nonzero().tolist()
               if len(finished[int(sentence[group])]) < beam_size]
     if not chosen:
@@ -313,12 +441,16 @@ def _finish(
     attention = history.trace(chosen_rows).float().cpu() if history is not None else None
     chosen_scores = scores[list(groups), list(columns)].tolist()
     token_lists = generated[chosen_rows, 1:].tolist()
+    paths = None
+    if records is not None:
+        paths = records.extended(chosen_rows, token_log_probs[list(groups), list(columns)])
     for i, (group, log_prob, tokens) in enumerate(zip(groups, chosen_scores, token_lists)):
         hypotheses = finished[int(sentence[group])]
         if len(hypotheses) < beam_size:
             score = log_prob / gnmt_length_penalty(len(tokens) + 1, alpha)
             weights = attention[i] if attention is not None else None
-            hypotheses.append(Hypothesis(tokens, score, weights, log_prob=log_prob))
+            steps = {} if paths is None else TokenRecords.fields(paths, i, len(tokens) + 1)
+            hypotheses.append(Hypothesis(tokens, score, weights, log_prob=log_prob, **steps))
 
 
 # ---------------------------------------------------------------- many sentences
@@ -335,25 +467,29 @@ def search_in_batches(
     batch_size: int = 64,
     need_attention: bool = False,
     bans: RepetitionBans | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search sentences of source ids (without EOS) in batches of similar length as ``search``
     says: greedy for beam size 1, else beam search; ``bans`` (`RepetitionBans.of`) holds what
-    no hypothesis may repeat. The n-best lists come back in the order of ``sources``."""
+    no hypothesis may repeat, ``search.alternatives`` how many of each step's best tokens are
+    recorded; ``prefixes`` (target ids, one per source) start the outputs. The n-best lists
+    come back in the order of ``sources``."""
     device = next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    limits = {"max_length_ratio": search.max_length_ratio,
-              "max_length_extra": search.max_length_extra}
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
         source = source_tensor([sources[i] for i in chunk], pad_id, eos_id).to(device)
+        options = {"max_length_ratio": search.max_length_ratio,
+                   "max_length_extra": search.max_length_extra,
+                   "need_attention": need_attention, "bans": bans,
+                   "alternatives": search.alternatives,
+                   "prefix": None if prefixes is None else [prefixes[i] for i in chunk]}
         if search.beam_size == 1:
-            found = [[h] for h in greedy_search(model, source, bos_id, eos_id, **limits,
-                                                need_attention=need_attention, bans=bans)]
+            found = [[h] for h in greedy_search(model, source, bos_id, eos_id, **options)]
         else:
             found = beam_search(model, source, bos_id, eos_id, search.beam_size, search.n_best,
-                                search.length_penalty, **limits,
-                                need_attention=need_attention, bans=bans)
+                                search.length_penalty, **options)
         for i, nbest in zip(chunk, found):
             results[i] = nbest
     return results
