@@ -54,6 +54,7 @@ ORDER = [
     # serving and deployment
     "ct2",  # CTranslate2: export-ct2
     "hf",  # Hugging Face transformers: export-hf (Marian or Pegasus, MarianTokenizer)
+    "work_queue",  # concurrent requests' sentences decoded together, in fair turns
     "serve",  # the HTTP server: POST /translate, GET / (the explorer), /health, /models
     # training
     "recipe",  # schedules, losses, optimiser, checkpoint averaging

@@ -47,7 +47,7 @@ from translator.lines import read_texts
 from translator.links import format_line
 from translator.page import PAGE_HELP, page_arguments, run_page
 from translator.resume import run_config
-from translator.serve import check_port, serve
+from translator.serve import check_port, limit_arguments, limits_of, serve
 from translator.training import train
 from translator.translate import BACKENDS, Translator
 
@@ -307,12 +307,15 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     _backend_argument(parser)
     _search_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no line per request on stderr")
+    limit_arguments(parser)
     parser.set_defaults(to=None)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     check_port(args.port)
-    return serve(load_translator(args), args.host, args.port, args.batch_size, args.quiet)
+    limits = limits_of(args)
+    return serve(load_translator(args), args.host, args.port, args.batch_size, args.quiet,
+                 limits)
 
 
 def export_arguments(parser: argparse.ArgumentParser, quantization: bool = False) -> None:

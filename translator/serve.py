@@ -8,8 +8,9 @@ work unchanged.
 Endpoints:
 
 - ``POST /translate``: a JSON list of sentences, ``[{"src": "...", "id": 0}, ...]``, each
-  with optional ``beam``, ``n_best``, ``to`` ("en" or "hi", for a model of both directions)
-  and ``attention`` (true: the word-level matrix of the default view). The answer is
+  with optional ``beam``, ``n_best``, ``to`` ("en" or "hi", for a model of both directions),
+  ``attention`` (true: the word-level matrix of the default view) and ``align`` (false: no
+  word links, and no attention computed for them). The answer is
   OpenNMT-py's: one list per n-best rank, each holding one object per sentence,
   ``{"src", "tgt", "n_best", "pred_score", "align"}``, ``align`` being the Pharaoh word links
   ("0-0 1-2 ...": source word - target word) of the default view (`word_alignment`:
@@ -20,13 +21,15 @@ Endpoints:
 - ``GET /health``: the run folder, direction, backend, code commit and device;
   ``GET /models``: the one model, as OpenNMT-py lists its models.
 
-Every bad request (not JSON, not UTF-8, a body over 1 MB, more than 64 sentences, a field of
-the wrong type or an unknown one, ...) is a 4xx answer with ``{"error": "one sentence"}``, and
-the server goes on serving. The model is used by one request at a time (a lock): a request's
-sentences are translated together, in batches, so batching happens within requests, and a
-small model on a CPU gains little from more. Connections that send nothing for
-`READ_TIMEOUT_S` seconds are closed. SIGINT and SIGTERM stop the server cleanly: it stops
-accepting, lets the requests in flight finish, and exits 0.
+Every bad request (not JSON, not UTF-8, a body over 1 MB, more than 64 sentences, more source
+pieces than `Limits` allows, a field of the wrong type or an unknown one, ...) is a 4xx answer
+with ``{"error": "one sentence"}``, and the server goes on serving. The sentences of all
+requests go through one `WorkQueue`: concurrent requests are decoded together, in batches of
+bounded size, a long request taking turns with the others, so no request holds the model for
+long; a request not answered within its time budget is a 503. Connections that send nothing
+for `READ_TIMEOUT_S` seconds are closed. SIGINT and SIGTERM stop the server within seconds:
+it stops accepting, answers the requests in flight 503 (the batch being decoded is
+interrupted), and exits 0.
 
 The server listens on loopback (127.0.0.1) unless told another host; it has no
 authentication, so naming another host prints a warning. Only the standard library is used.
@@ -40,12 +43,14 @@ import html
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from argparse import ArgumentParser, Namespace
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -58,6 +63,7 @@ from translator.errors import TranslatorError
 from translator.explorer import explorer_html, sentence_data
 from translator.links import format_line
 from translator.translate import Translation, Translator
+from translator.work_queue import BATCH_PIECES, GATHER_S, Options, QueueError, WorkQueue
 
 MAX_BODY_BYTES = 1_000_000  # a larger POST body is refused with 413
 # a refused body up to this size is read and dropped before the answer, so that the client,
@@ -67,7 +73,7 @@ MAX_SENTENCES = 64  # sentences in one request
 MAX_BEAM = 32  # the widest beam a request may ask for
 MAX_PAGE_CHARACTERS = 2_000  # the longest sentence GET / draws the explorer for
 READ_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or idle) is closed
-REQUEST_FIELDS = ("src", "id", "beam", "n_best", "to", "attention")
+REQUEST_FIELDS = ("src", "id", "beam", "n_best", "to", "attention", "align")
 MODEL_ID = 0  # OpenNMT-py's model id: this server holds one model
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +87,8 @@ class ServiceError(TranslatorError):
     """A request the translation service refuses, in one sentence, and what kind of refusal
     it is (`KINDS`); the transport says it its own way (HTTP: `SERVICE_STATUS`)."""
 
-    KINDS = ("invalid", "unknown", "too_large")  # malformed; asks for what is not here; too much
+    # malformed; asks for what is not here; too much; not answered now (stopping, time out)
+    KINDS = ("invalid", "unknown", "too_large", "unavailable")
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -103,7 +110,58 @@ class RequestError(Exception):
 
 
 SERVICE_STATUS = {"invalid": HTTPStatus.BAD_REQUEST, "unknown": HTTPStatus.NOT_FOUND,
-                  "too_large": HTTPStatus.REQUEST_ENTITY_TOO_LARGE}
+                  "too_large": HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                  "unavailable": HTTPStatus.SERVICE_UNAVAILABLE}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much work one request may ask for and how long it may take, and how much the
+    queue decodes at once. Source pieces are counted with the run's tokenizer."""
+
+    sentence_pieces: int = 256  # source pieces of one sentence ("src")
+    request_pieces: int = 4096  # source pieces of all sentences of one request
+    request_seconds: float = 60.0  # a request not answered within this is answered 503
+    batch_pieces: int = BATCH_PIECES  # source pieces decoded together (see WorkQueue)
+    gather_ms: float = 1000 * GATHER_S  # how long a batch waits for more sentences
+
+
+LIMIT_FLAGS = {  # Limits field: (flag, help)
+    "sentence_pieces": ("--max-sentence-pieces", "source pieces one sentence may have; a "
+                        "longer one is refused with 413"),
+    "request_pieces": ("--max-request-pieces", "source pieces all sentences of one request "
+                       "may have together; more is refused with 413"),
+    "request_seconds": ("--request-seconds", "time budget of one request, in seconds; one "
+                        "not translated within it is answered 503"),
+    "batch_pieces": ("--batch-pieces", "source pieces decoded together in one batch, which "
+                     "bounds how long a batch holds the model"),
+    "gather_ms": ("--gather-ms", "milliseconds a batch waits for sentences of other "
+                  "requests to join it"),
+}
+
+
+def limit_arguments(parser: ArgumentParser) -> None:
+    """The `Limits` flags of ``serve``, with their defaults in the help."""
+    defaults = Limits()
+    for name, (flag, text) in LIMIT_FLAGS.items():
+        default = getattr(defaults, name)
+        parser.add_argument(flag, dest=name, type=type(default), default=default,
+                            help=f"{text} (default {default:g})")
+
+
+def limits_of(args: Namespace) -> Limits:
+    """The `Limits` that ``serve``'s flags ask for; a value that is no limit is a
+    `ServeError` naming its flag."""
+    values = {name: getattr(args, name) for name in LIMIT_FLAGS}
+    for name, value in values.items():
+        least = 0 if name == "gather_ms" else 1
+        if value < least:
+            raise ServeError(f"{LIMIT_FLAGS[name][0]} must be at least {least}, not {value:g}")
+    if values["batch_pieces"] < values["sentence_pieces"]:
+        raise ServeError(f"--batch-pieces ({values['batch_pieces']}) must be at least "
+                         f"--max-sentence-pieces ({values['sentence_pieces']}): a batch holds "
+                         "at least one sentence")
+    return Limits(**values)
 
 
 # ---------------------------------------------------------------- reading a request
@@ -111,18 +169,13 @@ SERVICE_STATUS = {"invalid": HTTPStatus.BAD_REQUEST, "unknown": HTTPStatus.NOT_F
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence of a /translate request and how it is to be translated."""
+    """One sentence of a /translate request: how it is to be translated (``options``, which
+    the queue carries) and what its answer shows."""
 
     src: str
-    beam: int | None = None  # None: the run's search.beam_size
-    n_best: int = 1
-    to: str | None = None
-    attention: bool = False
-
-    @property
-    def settings(self) -> tuple[int | None, int, str | None, bool]:
-        """What sentences must share to be translated in one call."""
-        return self.beam, self.n_best, self.to, self.attention
+    options: Options = field(default_factory=Options)  # beam_size None: the run's beam
+    attention: bool = False  # the word-level matrix
+    align: bool = True  # the Pharaoh word links
 
 
 def _integer(value: Any, name: str, number: int, least: int, most: int) -> int:
@@ -166,11 +219,14 @@ def _sentence(item: Any, number: int) -> Sentence:
     if to is not None and to not in TAGS:
         raise ServiceError("invalid", f'sentence {number}: "to" must be "en" or '
                            f'"hi", not {json.dumps(to, ensure_ascii=False)[:40]}')
-    attention = item.get("attention", False)
-    if not isinstance(attention, bool):
-        raise ServiceError("invalid", f'sentence {number}: "attention" must be '
-                           "true or false")
-    return Sentence(item["src"], beam, n_best, to, attention)
+    attention, align = item.get("attention", False), item.get("align", True)
+    for name, value in (("attention", attention), ("align", align)):
+        if not isinstance(value, bool):
+            raise ServiceError("invalid", f'sentence {number}: "{name}" must be '
+                               "true or false")
+    options = Options(beam_size=beam, n_best=n_best, target_language=to,
+                      need_attention=attention or align)
+    return Sentence(item["src"], options, attention, align)
 
 
 def parse_request(body: bytes) -> list[Sentence]:
@@ -196,13 +252,13 @@ def parse_request(body: bytes) -> list[Sentence]:
                            f"{len(items)} sentences, more than {MAX_SENTENCES}; send them in "
                            "several requests")
     sentences = [_sentence(item, number) for number, item in enumerate(items)]
-    if len({s.n_best for s in sentences}) > 1:  # the answer has one list per n-best rank
+    if len({s.options.n_best for s in sentences}) > 1:  # the answer has one list per n-best rank
         raise ServiceError("invalid", "the sentences of one request must ask for "
                            "the same n_best")
     return sentences
 
 
-# ---------------------------------------------------------------- the model, behind a lock
+# ---------------------------------------------------------------- the model, behind a queue
 
 
 def pharaoh_links(translation: Translation) -> str:
@@ -224,16 +280,25 @@ def code_commit() -> str | None:
 
 
 class TranslationService:
-    """A loaded translator and what the endpoints make of it. `translate` holds a lock while
-    the model works, so requests from many connections use it one at a time."""
+    """A loaded translator and what the endpoints make of it. Every translation goes through
+    one `WorkQueue`, which decodes the sentences of concurrent requests together in batches
+    of at most ``batch_size`` sentences and ``limits.batch_pieces`` pieces; `close` stops it
+    (``start=False``: the queue waits for ``queue.start()``)."""
 
-    def __init__(self, translator: Translator, batch_size: int = 32) -> None:
+    def __init__(self, translator: Translator, batch_size: int = 32,
+                 limits: Limits | None = None, start: bool = True) -> None:
         self.translator = translator
         self.backend = translator.backend
         self.batch_size = batch_size
-        self.lock = threading.Lock()
+        self.limits = limits or Limits()
+        self.queue = WorkQueue(translator, batch_size, self.limits.batch_pieces,
+                               self.limits.gather_ms / 1000, start=start)
         self.commit = code_commit()
         self.started = time.time()
+
+    def close(self) -> None:
+        """Answer the requests in flight 503 and stop the queue."""
+        self.queue.close()
 
     # -- what the endpoints answer
 
@@ -242,7 +307,8 @@ class TranslationService:
         return {"status": "ok", "run": str(run_dir) if run_dir is not None else None,
                 "direction": self.translator.direction.name, "backend": self.backend,
                 "commit": self.commit, "device": str(self.translator.device),
-                "uptime_s": round(time.time() - self.started, 1)}
+                "uptime_s": round(time.time() - self.started, 1),
+                "queue": dict(zip(("waiting", "decoding"), self.queue.waiting()))}
 
     def models(self) -> list[dict[str, Any]]:
         """OpenNMT-py's GET /models shape: one entry per model, here the one."""
@@ -254,37 +320,54 @@ class TranslationService:
                          "no_repeat_ngram": search.no_repeat_ngram,
                          "no_doubled_words": search.no_doubled_words}}]
 
+    def source_pieces(self, sentences: list[Sentence]) -> list[int]:
+        """The source pieces of each sentence, or a `ServiceError` ("too_large") when a
+        sentence, or the request, has more than `Limits` allows."""
+        limits = self.limits
+        pieces = [len(ids) for ids in self.translator.tokenizer.encode_sources(
+            [sentence.src for sentence in sentences])]
+        for number, count in enumerate(pieces):
+            if count > limits.sentence_pieces:
+                raise ServiceError("too_large", f"sentence {number} has {count:,} source "
+                                   f"pieces, more than this server's limit of "
+                                   f"{limits.sentence_pieces:,} a sentence; split it")
+        if sum(pieces) > limits.request_pieces:
+            raise ServiceError("too_large", f"the request has {sum(pieces):,} source pieces, "
+                               f"more than this server's limit of {limits.request_pieces:,} a "
+                               "request; send the sentences in several requests")
+        return pieces
+
+    def _check(self, sentences: list[Sentence]) -> None:
+        """Refuse what the translator cannot do before queueing any of it."""
+        run_beam = self.translator.search.beam_size
+        for sentence in sentences:
+            options = sentence.options
+            if options.beam_size is None and options.n_best > run_beam:
+                raise ServiceError("invalid", f"n_best {options.n_best} is more than "
+                                   f"the run's beam {run_beam}; ask for a beam as well")
+        try:
+            for language in {sentence.options.target_language for sentence in sentences}:
+                self.translator.check_target_language(language)  # "hi" for a hi-en model
+        except TranslatorError as error:
+            raise ServiceError("invalid", str(error)) from None
+
     def translations(self, sentences: list[Sentence]) -> list[Translation]:
-        """One Translation per sentence, in order: sentences that ask for the same settings
-        are translated in one call, under the lock."""
-        groups: dict[tuple, list[int]] = {}
-        for index, sentence in enumerate(sentences):
-            groups.setdefault(sentence.settings, []).append(index)
-        results: list[Translation | None] = [None] * len(sentences)
-        for (beam, n_best, to, _), indices in groups.items():
-            search: dict[str, Any] = {"n_best": n_best}
-            if beam is not None:
-                search["beam_size"] = beam
-            elif n_best > self.translator.search.beam_size:
-                raise ServiceError("invalid", f"n_best {n_best} is more than "
-                                   f"the run's beam {self.translator.search.beam_size}; ask "
-                                   "for a beam as well")
-            texts = [sentences[i].src for i in indices]
-            try:
-                self.translator.check_target_language(to)
-                with self.lock:
-                    found = self.translator.translate(texts, need_attention=True,
-                                                      target_language=to,
-                                                      batch_size=self.batch_size, **search)
-            except TranslatorError as error:  # e.g. "to": "hi" for a hi-en model
-                raise ServiceError("invalid", str(error)) from None
-            for i, translation in zip(indices, found):
-                results[i] = translation
-        return results
+        """One Translation per sentence, in order, decoded by the queue with the sentences of
+        other requests."""
+        self._check(sentences)
+        pieces = self.source_pieces(sentences)
+        try:
+            return self.queue.translate([s.src for s in sentences],
+                                        [s.options for s in sentences], pieces,
+                                        self.limits.request_seconds)
+        except QueueError as error:  # stopping, or out of time
+            raise ServiceError("unavailable", error.message) from None
+        except TranslatorError as error:  # what the translator refuses
+            raise ServiceError("invalid", str(error)) from None
 
     def translate(self, sentences: list[Sentence]) -> list[list[dict[str, Any]]]:
         """The /translate answer: ``answer[k][i]`` is the k-th best of sentence i."""
-        n_best = sentences[0].n_best
+        n_best = sentences[0].options.n_best
         answer: list[list[dict[str, Any]]] = [[] for _ in range(n_best)]
         for sentence, translation in zip(sentences, self.translations(sentences)):
             hypotheses = translation.nbest or [translation]
@@ -298,8 +381,9 @@ class TranslationService:
     def _record(self, sentence: Sentence, hypothesis: Translation, translation: Translation,
                 n_best: int) -> dict[str, Any]:
         record: dict[str, Any] = {"src": sentence.src, "tgt": hypothesis.text,
-                                  "n_best": n_best, "pred_score": hypothesis.score,
-                                  "align": pharaoh_links(hypothesis)}
+                                  "n_best": n_best, "pred_score": hypothesis.score}
+        if sentence.align:
+            record["align"] = pharaoh_links(hypothesis)
         if sentence.attention:
             record["attention"] = self.attention_record(hypothesis)
         if translation.warnings:
@@ -324,7 +408,7 @@ class TranslationService:
             raise ServiceError("invalid", f"the sentence has {len(text)} "
                                f"characters, more than the {MAX_PAGE_CHARACTERS} the explorer "
                                "page draws; translate it with POST /translate")
-        [translation] = self.translations([Sentence(text)])
+        [translation] = self.translations([Sentence(text, align=False)])
         if translation.attention is None or not translation.target_pieces:
             raise ServiceError("invalid", "the translation is empty, so there is "
                                "no attention to show; type a sentence")
@@ -405,6 +489,11 @@ class RequestHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.read_timeout  # applied to the socket: a longer wait fails
         super().setup()
+        self.server.opened(self.connection)
+
+    def finish(self) -> None:
+        self.server.closed(self.connection)
+        super().finish()
 
     # -- answering
 
@@ -587,7 +676,8 @@ class RequestHandler(BaseHTTPRequestHandler):
 
 class TranslationServer(ThreadingHTTPServer):
     """A thread per connection, all sharing one `TranslationService`. Handler threads are
-    not daemons, so `server_close` waits for the requests in flight."""
+    not daemons, so `server_close` waits for them, once the service has answered the
+    requests in flight 503 and the connections' reads have been ended."""
 
     daemon_threads = False
     block_on_close = True
@@ -599,7 +689,30 @@ class TranslationServer(ThreadingHTTPServer):
         self.service = service
         self.quiet = quiet
         self.read_timeout = read_timeout
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
         super().__init__(address, RequestHandler)
+
+    def opened(self, connection: socket.socket) -> None:
+        with self.connections_lock:
+            self.connections.add(connection)
+
+    def closed(self, connection: socket.socket) -> None:
+        with self.connections_lock:
+            self.connections.discard(connection)
+
+    def server_close(self) -> None:
+        """Stop: the requests in flight are answered 503 (the service), a connection waiting
+        for its next request reads its end at once rather than after `read_timeout`, and the
+        handler threads are joined."""
+        self.service.close()
+        with self.connections_lock:
+            for connection in self.connections:
+                try:
+                    connection.shutdown(socket.SHUT_RD)  # writing the 503 still works
+                except OSError:
+                    pass  # already closed by the client
+        super().server_close()
 
     @property
     def url(self) -> str:
@@ -615,24 +728,28 @@ def check_port(port: int) -> None:
 
 def make_server(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
                 batch_size: int = 32, quiet: bool = False,
-                read_timeout: float = READ_TIMEOUT_S) -> TranslationServer:
+                read_timeout: float = READ_TIMEOUT_S, limits: Limits | None = None
+                ) -> TranslationServer:
     """A server for ``translator`` bound to ``host``:``port`` (0: any free port), not yet
-    serving (call ``serve_forever``, e.g. in a thread)."""
-    service = TranslationService(translator, batch_size)
+    serving (call ``serve_forever``, e.g. in a thread; ``server_close`` stops its queue)."""
+    check_port(port)
+    service = TranslationService(translator, batch_size, limits)
     try:
         return TranslationServer((host, port), service, quiet, read_timeout)
     except OSError as error:
+        service.close()
         raise ServeError(f"cannot listen on {host}:{port}: {error.strerror or error}; choose "
                          "another --port (0 picks a free one) or --host") from None
 
 
 def serve(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
-          batch_size: int = 32, quiet: bool = False) -> int:
-    """Serve until SIGINT or SIGTERM, then stop cleanly (requests in flight finish); 0."""
+          batch_size: int = 32, quiet: bool = False, limits: Limits | None = None) -> int:
+    """Serve until SIGINT or SIGTERM, then stop within seconds (requests in flight are
+    answered 503); 0."""
     if host not in LOOPBACK:
         print(f"warning: serving on {host}, which other machines may reach; the server has no "
               "authentication, so anyone who can reach it can use it", file=sys.stderr)
-    server = make_server(translator, host, port, batch_size, quiet)
+    server = make_server(translator, host, port, batch_size, quiet, limits=limits)
     # shutdown() waits for serve_forever's loop, so it runs in another thread; that thread
     # is joined before returning: a daemon thread still waking up while the interpreter
     # finalises is killed inside C++ frames, and the process aborts (exit -6)
@@ -651,7 +768,7 @@ def serve(translator: Translator, host: str = "127.0.0.1", port: int = 8080,
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
-        server.server_close()  # waits for the handler threads
+        server.server_close()  # answers the requests in flight, joins the handler threads
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         if stopper.ident is not None:
