@@ -47,6 +47,7 @@ ORDER = [
     "translate",  # the one decoding path: the Translator's text handling, for both decoders
     # views of a trained model
     "alignment",  # cross-attention → word alignments, AER
+    "timeline",  # attention over training: the showcase force-decoded at each validation
     "plotting",  # heatmaps
     "explorer",  # the interactive attention explorer
     "page",  # the model in one offline page: export_page, its JavaScript decoder

@@ -195,6 +195,10 @@ class TrainConfig:
     patience: int = 0  # validations without improvement before stopping; 0: never stop early
     keep_best: int = 1  # keep this many best checkpoints (best.pt plus step-N.pt files)
     heatmaps: bool = True  # draw the showcase sentences' heatmaps into heatmaps/ at the end
+    # at each validation, force-decode the showcase sentences on their references, keep their
+    # attention in timeline.pt and log alignment AERs (translator/timeline.py); false: off; a
+    # list of [source, reference] pairs is followed too, after the showcase
+    timeline: bool | list[list[str]] = True
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "probe", "fp32", "bf16", "fp16"):
@@ -214,6 +218,10 @@ class TrainConfig:
         if self.curriculum not in ("none", "rarity", "length"):
             raise ValueError(f"curriculum must be none, rarity or length, not "
                              f"{self.curriculum!r}")
+        if isinstance(self.timeline, list) and any(
+                len(pair) != 2 or not all(text.strip() for text in pair) for pair in self.timeline):
+            raise ValueError("timeline must be true, false or a list of [source, reference] "
+                             "pairs of non-empty sentences")
         for name in ("alignment_weight", "average_last", "curriculum_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")

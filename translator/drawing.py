@@ -9,6 +9,7 @@ computes their word matrices and titles, and `translator.plotting` and `translat
 draw them.
 
     draw_showcase(RunDir("runs/latest"))   # heatmaps/showcase-N.{png,svg,json,html}, ...
+    draw_timeline(read_timeline(...), ...)  # heatmaps/timeline-N.gif: attention over training
     draw_curves(RunDir("runs/latest"))     # curves.png
     draw_translations(translations, {"plot": Path("rajesh.png")}, translator)
 """
@@ -24,6 +25,7 @@ from translator.direction import Direction
 from translator.errors import TranslatorError
 from translator.reporting import say
 from translator.run_dir import RunDir
+from translator.timeline import TimelineSentence, read_timeline
 from translator.translate import Translation, Translator
 
 
@@ -80,15 +82,34 @@ def draw_showcase(run_dir: RunDir, beam_size: int | None = None, device: str = "
     showcase = translate_showcase(translator)
     paths = draw_showcase_heatmaps(translator, run_dir.heatmaps_dir, showcase)
     beam = translator.search.beam_size
+    followed = read_timeline(run_dir.timeline_file)  # the slider's steps, if the run kept them
     for number, (source, reference, result) in enumerate(showcase, start=1):
         paths.append(explorer.write_page(
-            run_dir.heatmaps_dir / f"showcase-{number}.html", explorer.sentence_data(
-                SentenceAttention.of(result), source, result.text,
-                title=f"showcase sentence {number} · "
-                f"{Direction(translator.direction).showcase().arrow} · beam {beam}",
-                reference=reference)))
+            run_dir.heatmaps_dir / f"showcase-{number}.html", explorer.with_timeline(
+                explorer.sentence_data(
+                    SentenceAttention.of(result), source, result.text,
+                    title=f"showcase sentence {number} · "
+                    f"{Direction(translator.direction).showcase().arrow} · beam {beam}",
+                    reference=reference), followed)))
+    paths += draw_timeline(followed, run_dir.heatmaps_dir)
     say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
         f"showcase-1.html in a browser to explore them)")
+    return paths
+
+
+def draw_timeline(followed: list[TimelineSentence], out_dir: Path) -> list[Path]:
+    """Each sentence followed through training (`translator.timeline`) as an animated image,
+    out_dir/timeline-N.gif: the default view (`View()`: the default layer, mean of heads) of
+    its reference, force-decoded at each validation."""
+    paths = []
+    for number, sentence in enumerate(followed, start=1):
+        layers = sentence.weights[0].size(0)
+        layer = resolve_layer(View().layer, layers)
+        frames = [(f"step {step}: layer {layer} (of 0–{layers - 1}), mean of heads",
+                   sentence.words(index, layer)) for index, step in enumerate(sentence.steps)]
+        paths.append(plotting.plot_animation(
+            frames, out_dir / f"timeline-{number}.gif",
+            "attention learning to align: the reference, force-decoded at each validation"))
     return paths
 
 

@@ -138,6 +138,38 @@ def plot_grid(panels: list[tuple[str, WordAlignment]], path: str | Path, title: 
         return _save(figure, path, dpi=GRID_DPI)
 
 
+def plot_animation(frames: list[tuple[str, WordAlignment]], path: str | Path, title: str,
+                   seconds_per_frame: float = 0.6) -> Path:
+    """Word matrices of one sentence pair (the same words in every frame) as an animated GIF
+    (matplotlib's Pillow writer), each frame titled with its name; the last frame is held
+    three times as long."""
+    from matplotlib.animation import FuncAnimation, PillowWriter
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = Path(path)
+    if path.suffix.lower() != ".gif":
+        raise ValueError(f"an animation is a GIF; end {path} in .gif")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first = frames[0][1]
+    order = list(range(len(frames))) + [len(frames) - 1] * 2
+    with matplotlib.rc_context(_style()):
+        figure = Figure(figsize=(_size(len(first.source_words)) + 2.5,
+                                 _size(len(first.target_words)) + 2.2), layout="constrained")
+        FigureCanvasAgg(figure)
+        axes = figure.add_subplot()
+        image = _draw_matrix(axes, first, annotate=False, x_labels=True, y_labels=True)
+        figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03, label="attention weight")
+
+        def show(k: int) -> list:
+            image.set_data(frames[order[k]][1].weights.float().numpy())
+            figure.suptitle(f"{title}\n{frames[order[k]][0]}")
+            return [image]
+
+        animation = FuncAnimation(figure, show, frames=len(order), blit=False)
+        animation.save(path, writer=PillowWriter(fps=1 / seconds_per_frame), dpi=DPI // 2)
+    return path
+
+
 def save_alignment_json(alignment: WordAlignment, path: str | Path, **extra) -> Path:
     """Write the words and weights as JSON ({"source_words", "target_words", "weights",
     "eos"} plus ``extra`` keys, e.g. the sentence, the view, or all heads' matrices)."""
@@ -206,8 +238,9 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path,
     train, validation = _read_metrics(metrics_path)
     train_steps = sorted(train)
     dev_steps = sorted(validation)
-    figure = Figure(figsize=(7.5, 6.0), layout="constrained")
-    loss_axes, score_axes = figure.subplots(2, 1, sharex=True)
+    aligned = [s for s in dev_steps if "showcase_aer" in validation[s]]  # translator.timeline
+    figure = Figure(figsize=(7.5, 8.5 if aligned else 6.0), layout="constrained")
+    loss_axes, score_axes, *aer_axes = figure.subplots(3 if aligned else 2, 1, sharex=True)
     if train_steps:
         loss_axes.plot(train_steps, [train[s]["loss"] for s in train_steps], color="tab:blue",
                        linewidth=1.2, label="train loss")
@@ -236,10 +269,25 @@ def plot_learning_curves(metrics_path: str | Path, out_path: str | Path,
     loss_axes.set_ylabel("loss (cross-entropy)")
     score_axes.set_ylabel("dev score")
     score_axes.set_ylim(bottom=0)
-    score_axes.set_xlabel("step")
-    for axes in (loss_axes, score_axes):
+    if aligned:
+        _plot_aer(aer_axes[0], aligned, validation)
+    (aer_axes or [score_axes])[0].set_xlabel("step")
+    for axes in (loss_axes, score_axes, *aer_axes):
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(loc="best", fontsize=8)
     figure.suptitle(f"learning curves: {metrics_path.parent.name or metrics_path.name}")
     return _save(figure, out_path, dpi=100)
+
+
+def _plot_aer(axes, steps: list[int], validation: dict[int, dict]) -> None:
+    """The alignment panel: AER of the showcase references against their gold links and of
+    the first dev pairs against the corpus's links, at each validation (lower is better)."""
+    axes.plot(steps, [validation[s]["showcase_aer"] for s in steps], "o-", color="tab:red",
+              markersize=4, label="showcase AER (gold links)")
+    dev = [s for s in steps if "dev_aer" in validation[s]]
+    if dev:
+        axes.plot(dev, [validation[s]["dev_aer"] for s in dev], "s-", color="tab:brown",
+                  markersize=4, label="dev AER (first 200 pairs)")
+    axes.set_ylabel("alignment error rate")
+    axes.set_ylim(0, 1)

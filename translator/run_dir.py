@@ -12,6 +12,7 @@
         test_hypotheses_en_hi.txt  and the en→hi ones of a run of both directions
         curves.png               the learning curves drawn from metrics.jsonl
         heatmaps/                the showcase sentences' alignment heatmaps and explorer pages
+        timeline.pt              their attention on the references at every validation
     runs/latest -> 20261130-061500
 
 Every module and script asks a `RunDir` for these paths instead of spelling them out.
@@ -86,6 +87,11 @@ class RunDir:
     @property
     def heatmaps_dir(self) -> Path:
         return self.path / "heatmaps"
+
+    @property
+    def timeline_file(self) -> Path:
+        """The showcase's attention at every validation (translator/timeline.py)."""
+        return self.path / "timeline.pt"
 
     @property
     def test_scores_file(self) -> Path:

@@ -49,6 +49,7 @@ from translator.recipe import average_weights, batch_loss
 from translator.reporting import say
 from translator.resume import check_resume
 from translator.run_dir import RunDir
+from translator.timeline import Timeline
 
 
 class TrainingError(TranslatorError):
@@ -76,6 +77,10 @@ class Trainer:
                                    run.precision if run.device.type != "cpu" else "fp32")
         if resume:
             self.load_state(run.run_dir.load_checkpoint("last", run.device))
+        # the showcase's attention at each validation (timeline.pt; a resume goes on with it)
+        self.timeline = Timeline(run.model, run.tokenizer, run.config, run.device, run.run_dir,
+                                 self.step if resume else None) if (
+            run.main and run.config.train.timeline is not False) else None
         compiled = torch.compile(run.model) if self.cfg.compile else run.model
         self.train_model: nn.Module = data_parallel(compiled, run.device)
 
@@ -223,6 +228,8 @@ class Trainer:
             self.save("last")
         elif self.run.main:
             record = self.evaluator.validate(self.run.dev_data, self.step)
+            if self.timeline is not None:  # alignment AERs join the validation's record
+                record.update(self.timeline.record(self.step))
             improved = self.count_improvement(record)
             self.keep_best_checkpoints(record)
             self.write_metrics(record)

@@ -15,9 +15,12 @@ in plain JavaScript, drawing SVG, shows:
 - Bahdanau's picture (soft weights: source words across the top, output words down the side)
   and the hard links, side by side; hovering an output word lights its row and the source words
   it drew on, hovering a source word the reverse; each cell's weight shows on hover;
+- for a showcase sentence of a run that kept its attention over training
+  (`translator.timeline`), a training-step slider: each validation's attention, the model
+  force-decoded on the reference; its last position, the default, is the final translation;
 - the view can be set from the URL: ``#layer=1&head=3`` (``head=mean`` for the mean),
   ``&word=t2`` (output word 2) or ``&word=s0`` (source word 0) to light a word,
-  ``&numbers=1`` to write the weights in the cells.
+  ``&numbers=1`` to write the weights in the cells, ``&step=400`` for a training step.
 
 Devanagari is drawn with Noto Sans Devanagari (the `fontpkg_noto_sans_devanagari` package),
 embedded as a WOFF web font subset to the characters on the page, its shaping tables kept, so
@@ -47,7 +50,15 @@ from typing import Any
 
 from torch import Tensor
 
-from translator.alignment import AlignmentError, SentenceAttention, View, hard_links, rounded
+from translator.alignment import (
+    AlignmentError,
+    SentenceAttention,
+    View,
+    describe_view,
+    hard_links,
+    rounded,
+)
+from translator.timeline import TimelineSentence
 
 SUFFIXES = (".html", ".htm")
 FONT_FAMILY = "Explorer Noto Sans Devanagari"
@@ -122,6 +133,48 @@ def sentence_data(sentence: SentenceAttention, source_text: str, translation_tex
             "default_layer": sentence.index(view), "eos": "drop", **result}
 
 
+def timeline_data(followed: TimelineSentence, mean_heads: list[int]) -> dict[str, Any]:
+    """The slider's data (``data["timeline"]``) from a sentence followed through training:
+    its reference's words and, per validation, the keys ``weights``, ``links``, ``eos_share``
+    and ``titles`` as `sentence_data` has them (each layer's "mean" over ``mean_heads``), read
+    from the stored matrices exactly as the final view is (EOS dropped, rows renormalised)."""
+    steps = []
+    for index, step in enumerate(followed.steps):
+        stored = followed.weights[index]
+        layers, heads = stored.shape[:2]
+        result: dict[str, Any] = {key: {"mean": [], "heads": []}
+                                  for key in ("weights", "links", "eos_share", "titles")}
+        for layer in range(layers):
+            for key in result:
+                result[key]["heads"].append([])
+            for chosen in [mean_heads] + [[head] for head in range(heads)]:
+                words = followed.words(index, layer, chosen)
+                title = (f"{describe_view(stored, layer, chosen)} · step {step}, "
+                         "force-decoded on the reference")
+                values = (rounded(words.weights), [[i, j] for i, j in hard_links(words.weights)],
+                          rounded(followed.eos_share(index, layer, chosen)), title)
+                for key, value in zip(result, values):
+                    if chosen is mean_heads:
+                        result[key]["mean"].append(value)
+                    else:
+                        result[key]["heads"][layer].append(value)
+        steps.append({"step": step, **result})
+    return {"reference": followed.reference, "target_words": followed.target_words,
+            "steps": steps}
+
+
+def with_timeline(data: dict[str, Any], followed: list[TimelineSentence]) -> dict[str, Any]:
+    """``data`` (`sentence_data`) with the slider's data of the followed sentence whose source
+    and reference are the page's (`translator.timeline.read_timeline`); unchanged when none
+    is, or when its words or layers are not the page's."""
+    for sentence in followed:
+        if ((sentence.source, sentence.reference) == (data["source"], data["reference"])
+                and sentence.source_words == data["source_words"] and sentence.steps
+                and tuple(sentence.weights[0].shape[:2]) == (data["layers"], data["heads"])):
+            return {**data, "timeline": timeline_data(sentence, data["mean_heads"])}
+    return data
+
+
 # ---------------------------------------------------------------- the font
 
 
@@ -185,7 +238,8 @@ def explorer_html(data: dict[str, Any], form_action: str = "'none'", header: str
     (HTML) first in its body; a file on disk posts nowhere."""
     text = "".join([data["title"], data["source"], data["translation"],
                     data["reference"] or "", *data["source_words"], *data["target_words"],
-                    *data["titles"]["mean"], UI_TEXT])
+                    *data["titles"]["mean"], UI_TEXT,
+                    *(data.get("timeline") or {}).get("target_words", [])])
     style = font_face_css(text) + _asset("explorer.css").replace("FONT_FAMILY", FONT_FAMILY)
     diagnostics_js, explorer_js = _asset("diagnostics.js"), _asset("explorer.js")
     # "<" escaped, so no "</script>" or "<!--" inside the data can end the script element

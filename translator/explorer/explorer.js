@@ -7,8 +7,12 @@
   // matplotlib's "Blues" (ColorBrewer), as the PNG heatmaps use it
   const BLUES = [[247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225],
     [107, 174, 214], [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107]];
-  const source = data.source_words, target = data.target_words;
-  const state = {layer: data.default_layer, head: "mean", word: null, numbers: false};
+  const source = data.source_words;  // the same words at every training step
+  let target = data.target_words;  // the translation's; at a training step, the reference's
+  const timeline = data.timeline || null;  // the attention over training, if the run kept it
+  // step: a validation's index in timeline.steps; null: the final translation (the default)
+  const state = {layer: data.default_layer, head: "mean", word: null, numbers: false,
+    step: null};
   const parts = {};  // what a highlight touches, rebuilt by each render
   const $ = (id) => document.getElementById(id);
 
@@ -35,8 +39,9 @@
   }
 
   function current() {
-    const pick = (key) => state.head === "mean" ? data[key].mean[state.layer]
-      : data[key].heads[state.layer][state.head];
+    const views = state.step === null ? data : timeline.steps[state.step];
+    const pick = (key) => state.head === "mean" ? views[key].mean[state.layer]
+      : views[key].heads[state.layer][state.head];
     return {weights: pick("weights"), links: pick("links"), eos: pick("eos_share"),
       title: pick("titles")};
   }
@@ -45,6 +50,8 @@
 
   function readHash() {
     const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    state.step = readStep(params.get("step"));
+    target = state.step === null ? data.target_words : timeline.target_words;
     const layer = Number(params.get("layer")), head = params.get("head");
     state.layer = Number.isInteger(layer) && params.has("layer") && layer >= 0 &&
       layer < data.layers ? layer : data.default_layer;
@@ -60,6 +67,7 @@
   function writeHash() {
     let hash = "layer=" + state.layer + "&head=" + state.head;
     if (state.numbers) hash += "&numbers=1";
+    if (state.step !== null) hash += "&step=" + timeline.steps[state.step].step;
     location.hash = hash;  // the hashchange handler renders
   }
 
@@ -83,6 +91,42 @@
       state.numbers = $("numbers").checked;
       writeHash();
     });
+  }
+
+  // ------------------------------------------------ attention over training: the slider
+
+  function readStep(value) {  // a training step named in the URL → its index; else null
+    if (!timeline || value === null) return null;
+    const index = timeline.steps.findIndex((entry) => String(entry.step) === value);
+    return index >= 0 ? index : null;
+  }
+
+  function fillTimeline() {  // the slider's last position is the final translation
+    if (!timeline) return;
+    const row = document.createElement("div"), label = document.createElement("label");
+    const slider = document.createElement("input"), shown = document.createElement("span");
+    row.className = "timeline";
+    slider.type = "range"; slider.id = "step"; slider.min = "0"; slider.step = "1";
+    slider.max = String(timeline.steps.length);
+    shown.id = "step-label";
+    label.append("training step ", slider);
+    row.append(label, shown);
+    document.querySelector(".controls").after(row);
+    slider.addEventListener("input", () => {
+      const k = Number(slider.value);
+      state.step = k === timeline.steps.length ? null : k;
+      writeHash();
+    });
+  }
+
+  function showStep() {
+    if (!timeline) return;
+    const steps = timeline.steps;
+    $("step").value = String(state.step === null ? steps.length : state.step);
+    $("step-label").textContent = state.step === null
+      ? "final: the model's own translation (" + steps.length + " validations before it)"
+      : "step " + steps[state.step].step + " (validation " + (state.step + 1) + " of " +
+        steps.length + "): attention while reading the reference, word by word";
   }
 
   // ------------------------------------------------ drawing
@@ -296,6 +340,7 @@
     $("layer").value = String(state.layer);
     $("head").value = String(state.head);
     $("numbers").checked = state.numbers;
+    showStep();
     $("view-title").textContent = view.title;
     const grid = drawHeatmap(view);
     drawLinks(view);
@@ -306,6 +351,7 @@
   }
 
   fillSelectors();
+  fillTimeline();
   listen($("heatmap"));
   listen($("links"));
   window.addEventListener("hashchange", render);
