@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from translator import encoded
+from translator import cache, encoded, pair_table
 from translator.batching import TokenBatchSampler, make_batch
+from translator.cache import CacheWarning
 from translator.config import load_config
 from translator.data import embedded_corpus_dir, load_splits
-from translator.encoded import CacheWarning, EncodedCorpus, PairTable, prepare_data
+from translator.encoded import EncodedCorpus, prepare_data
+from translator.pair_table import PairTable
 from translator.tokenizer import Tokenizer
 
 PAIRS = 240  # of the embedded train split: enough for a tokenizer, quick to train
@@ -97,10 +99,10 @@ def test_saved_corpus_loads_memory_mapped_and_checks_its_ids(tmp_path, corpus_fi
 
 
 def test_pair_table_reads_back_what_was_written(tmp_path, monkeypatch, corpus_files):
-    monkeypatch.setattr(encoded, "BATCH_ROWS", 32)  # several record batches
+    monkeypatch.setattr(pair_table, "BATCH_ROWS", 32)  # several record batches
     config = make_config(tmp_path, corpus_files)
     pairs = load_splits(config.data).splits["train"]
-    writer = encoded._PairWriter(tmp_path / "pairs.arrow")
+    writer = pair_table.PairWriter(tmp_path / "pairs.arrow")
     writer.write(pairs[:100])
     writer.write(pairs[100:])
     writer.close()
@@ -251,8 +253,8 @@ def test_ids_that_do_not_fit_the_tokenizer_are_not_trusted(tmp_path, corpus_file
     ids = np.load(folder / "source_ids.npy")
     ids[0] = 65000
     np.save(folder / "source_ids.npy", ids)
-    meta = encoded._Entry(tmp_path / "cache", "encoded", folder.name.split("-", 1)[1], "ids")
-    files = {p.name: [p.stat().st_size, encoded.file_digest(p)] for p in folder.iterdir()
+    meta = cache.Entry(tmp_path / "cache", "encoded", folder.name.split("-", 1)[1], "ids")
+    files = {p.name: [p.stat().st_size, cache.file_digest(p)] for p in folder.iterdir()
              if p.name != "meta.json"}
     (folder / "meta.json").write_text(encoded.json.dumps({"key": meta.key, "files": files}))
     with pytest.warns(CacheWarning, match="outside the vocabulary"):
@@ -308,7 +310,7 @@ def test_the_cache_command_lists_and_clears_entries_by_last_use(tmp_path, corpus
     config = make_config(tmp_path, corpus_files)
     prepare_data(config, run_dir_tokenizer(tmp_path, "run1"))
     root = tmp_path / "cache"
-    entries = encoded.cache_entries(root)
+    entries = cache.cache_entries(root)
     assert sorted(entry.kind for entry in entries) == ["data", "encoded", "tokenizer"]
     assert all(entry.size > 0 for entry in entries)
     (root / ".data-0123.99.tmp").mkdir()  # what a stopped build leaves
@@ -317,7 +319,7 @@ def test_the_cache_command_lists_and_clears_entries_by_last_use(tmp_path, corpus
     data = next(entry for entry in entries if entry.kind == "data")
     old = time.time() - 10 * 86400
     for entry in entries:
-        os.utime(entry.path / encoded.META, (old, old))
+        os.utime(entry.path / cache.META, (old, old))
     assert main(["cache", "list", "--dir", str(root)]) == 0
     listed = capsys.readouterr().out
     assert "4 entries" in listed and "unfinished" in listed and "10.0 days ago" in listed
@@ -325,9 +327,9 @@ def test_the_cache_command_lists_and_clears_entries_by_last_use(tmp_path, corpus
                  run_dir_tokenizer(tmp_path, "run2"))  # reuses the data entry only
     assert main(["cache", "clear", "--older-than", "5", "--dir", str(root)]) == 0
     assert "removed 2 entries" in capsys.readouterr().out  # the old tokenizer and ids
-    kinds = sorted(entry.kind for entry in encoded.cache_entries(root))
+    kinds = sorted(entry.kind for entry in cache.cache_entries(root))
     assert kinds == ["data", "encoded", "tokenizer", "unfinished"] and data.path.is_dir()
     assert main(["cache", "clear", "--dir", str(root)]) == 0
-    assert encoded.cache_entries(root) == [] and (root / "notes.txt").is_file()
+    assert cache.cache_entries(root) == [] and (root / "notes.txt").is_file()
     assert main(["cache", "list", "--older-than", "1", "--dir", str(root)]) == 2
     assert "--older-than" in capsys.readouterr().err

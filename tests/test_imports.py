@@ -22,9 +22,12 @@ ORDER = [
     "direction",  # Direction: hi-en, en-hi or both; its languages, tags and score sections
     "lines",  # the one line reader: only '\n' ends a line, UTF-8 errors in one sentence
     # text and data
-    "links",  # word alignment links: Pharaoh files, eflomal, word → piece links
+    "links",  # word alignment links: Pharaoh files, symmetrisation, eflomal
     "corpus",  # the embedded corpus (package data) and the showcase sentences
+    "rows",  # what every reader shares: DataError, BATCH_ROWS, a row's language fields
+    "hub",  # the Hugging Face hub as a data source: its rows, fingerprint, offline checks
     "data",  # readers, normalisation, filters → sentence pairs
+    "pair_table",  # the clean train split in Arrow: PairTable and PairWriter
     "batching",  # token batches and padding
     "metrics",  # corpus_scores: BLEU, chrF, chrF++ with signatures; facts kept
     "held_out",  # the showcase family and first tries, translated and checked
@@ -37,7 +40,9 @@ ORDER = [
     "reporting",  # say(): lines for the terminal and train.log
     "resume",  # what --resume keeps, and the overrides it refuses
     "tokenizer",  # SentencePiece
-    "encoded",  # token ids as arrays, and the prepared-data cache
+    "cache",  # the prepared-data cache: keys, entries, list and clear
+    "encoded",  # token ids as arrays; the three stages of prepare_data, kept in the cache
+    "guided",  # guided alignment: word links of the train pairs → piece links, cached
     # the model
     "dropout",  # inverted dropout from a fast random stream (CPU), its seed and state
     "attention",  # the seeds' four steps, multi-head attention, the KV cache

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from translator.guided import piece_links
 from translator.links import (
     SYMMETRIZATIONS,
     LinksError,
     aligner_words,
     format_line,
-    piece_links,
     read_pharaoh,
     run_eflomal,
     run_eflomal_directions,

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-import translator.data as data
+from translator import guided
 from translator.alignment import hard_links, word_alignment
 from translator.batching import alignment_targets, make_batch
-from translator.build import EncodedSplit, build_run, pair_piece_links
+from translator.build import EncodedSplit, build_run
 from translator.config import DataConfig, ModelConfig, TrainConfig, load_config
 from translator.corpus import read_split
-from translator.data import Pair, load_train_links, normalize
+from translator.data import Pair, normalize
 from translator.encoded import EncodedCorpus
+from translator.guided import load_train_links, pair_piece_links, pair_word_links
 from translator.links import AlignerMissingError, LinksError
 from translator.model import Transformer
 from translator.recipe import (
@@ -230,12 +231,12 @@ def test_without_eflomal_a_users_data_trains_unguided_and_says_so(tmp_path, monk
                                   "pip install -e '.[align]' (or give a Pharaoh file of links "
                                   "instead)")
 
-    monkeypatch.setattr(data, "run_eflomal", missing)
+    monkeypatch.setattr(guided, "run_eflomal", missing)
     rows = read_split("train")[:400]
     (tmp_path / "train.tsv").write_text("".join(f"{h}\t{e}\n" for h, e, _ in rows),
                                         encoding="utf-8")
     with pytest.raises(AlignerMissingError):
-        data.eflomal_links([(h, e) for h, e, _ in rows])
+        guided.eflomal_links([(h, e) for h, e, _ in rows])
     config = load_config(ROOT / "configs" / "smoke.yaml", [
         "data.source=files", f"data.train_path={tmp_path / 'train.tsv'}",
         "train.alignment_weight=0.5", f"train.output_dir={tmp_path / 'runs'}"])
@@ -261,7 +262,7 @@ def test_own_data_is_aligned_once_over_its_clean_pairs_and_the_links_are_cached(
     (and a resume) reads the piece links back from the cache as arrays; a damaged entry is
     rebuilt."""
     calls = []
-    monkeypatch.setattr(data, "run_eflomal", fake_eflomal(calls))
+    monkeypatch.setattr(guided, "run_eflomal", fake_eflomal(calls))
     rows = read_split("train")[:300]
     lines = "".join(f"{h}\t{e}\n" for h, e, _ in rows)
     (tmp_path / "train.tsv").write_text(lines + lines[: lines.index("\n") + 1],  # a duplicate
@@ -293,9 +294,8 @@ def test_own_data_is_aligned_once_over_its_clean_pairs_and_the_links_are_cached(
 
 
 def test_both_directions_align_each_hindi_english_pair_once(monkeypatch):
-    from translator.build import pair_word_links
     calls = []
-    monkeypatch.setattr(data, "run_eflomal", fake_eflomal(calls))
+    monkeypatch.setattr(guided, "run_eflomal", fake_eflomal(calls))
     pairs = [Pair("<2en> राम घर गया", "Ram went home"), Pair("<2hi> Ram went home", "राम घर गया"),
              Pair("<2en> नमस्ते", "Hello")]
     config = load_config(None, ["data.source=files", "data.train_path=x.tsv",
@@ -348,13 +348,13 @@ def test_guided_alignment_of_both_directions_counts_the_tag_and_swaps_the_links(
     split = hand_split([Pair(f"<2en> {hindi}", english), Pair(f"<2hi> {english}", hindi)],
                        [[10, *HINDI_IDS], [11, *ENGLISH_IDS]], [ENGLISH_IDS, HINDI_IDS])
     word_links = [links[(hindi, english)]] * 2  # both copies: the Hindi-first links
-    hi_en, en_hi = pair_piece_links(split, HandPieces(), word_links, "both")
+    hi_en, en_hi = pair_piece_links(split.ids, HandPieces(), word_links, "both")
     # राम(1)-▁Ram(0), घर(2)-▁home(3), ▁ग(3) and या(4) - ▁we(1) and nt(2)
     assert hi_en == [(1, 0), (2, 3), (3, 1), (3, 2), (4, 1), (4, 2)]
     # ▁Ram(1)-राम(0), ▁we(2) and nt(3) - ▁ग(2) and या(3), ▁home(4)-घर(1)
     assert en_hi == [(1, 0), (2, 2), (2, 3), (3, 2), (3, 3), (4, 1)]
     untagged = hand_split([Pair(hindi, english)], [HINDI_IDS], [ENGLISH_IDS])
-    assert [(s + 1, t) for s, t in pair_piece_links(untagged, HandPieces(), word_links[:1],
+    assert [(s + 1, t) for s, t in pair_piece_links(untagged.ids, HandPieces(), word_links[:1],
                                                     "hi-en")[0]] == hi_en
     # the targets of the hi→en copy: [target pieces + EOS, tag + source pieces + EOS]
     targets = alignment_targets([hi_en], target_len=5, source_len=6)[0]

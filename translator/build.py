@@ -18,39 +18,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from translator import links as links_module
 from translator.batching import Batch, Competence, TokenBatchSampler, alignment_targets
-from translator.config import Config, DataConfig, ModelConfig, TrainConfig
-from translator.data import (
-    Pair,
-    eflomal_links,
-    embedded_corpus_dir,
-    load_train_links,
-    ships_links,
-)
+from translator.config import Config, ModelConfig, TrainConfig
+from translator.data import Pair
 from translator.device import native_bf16_flags, resolve_device, resolve_precision
-from translator.direction import TAGS, Direction, split_tag
 from translator.distributed import from_main_process, init_distributed
 from translator.dropout import dropout_state, seed_dropout, set_dropout_state
-from translator.encoded import (
-    EncodedCorpus,
-    PieceLinks,
-    PreparedData,
-    cached_piece_links,
-    file_digest,
-    prepare_data,
-    source_hash,
-)
+from translator.encoded import EncodedCorpus, prepare_data
 from translator.errors import TranslatorError
-from translator.links import AlignerMissingError, Link, piece_links
+from translator.guided import guided_alignment_targets
+from translator.links import Link
 from translator.model import Transformer
 from translator.recipe import Budget, batch_loss, build_optimizer
-from translator.reporting import log, say, setup_logging
+from translator.reporting import log, setup_logging
 from translator.run_dir import RunDir
 from translator.tokenizer import Tokenizer
-
-# the code that turns word links into a run's piece links: an edit makes new cache entries
-LINKS_CODE = source_hash(__file__, links_module.__file__)
 
 # ---------------------------------------------------------------- encoded data
 
@@ -59,7 +41,7 @@ LINKS_CODE = source_hash(__file__, links_module.__file__)
 class EncodedSplit:
     pairs: Sequence[Pair]
     ids: EncodedCorpus  # the pairs' token ids, as arrays (translator.encoded)
-    # per pair, (source piece, target piece) links for guided alignment, or None
+    # per pair, (source piece, target piece) links for guided alignment (translator.guided)
     piece_links: Sequence[list[Link] | None] | None = None
 
     @property
@@ -79,101 +61,6 @@ class EncodedSplit:
             batch.alignment = alignment_targets([self.piece_links[i] for i in indices],
                                                 batch.target_output.size(1), batch.source.size(1))
         return batch.to(device)
-
-
-def hindi_first_key(pair: Pair, direction: Direction) -> tuple[str, str]:
-    """A training pair as (hindi, english), its tag removed: what word links are made for."""
-    language, source = split_tag(pair.source) if direction.both else (None, pair.source)
-    return (source, pair.target) if direction.hindi_first(language) else (pair.target, source)
-
-
-def pair_word_links(config: Config, pairs: Sequence[Pair]) -> list[list[Link] | None]:
-    """Each training pair's Hindi-first word links: the embedded corpus's shipped links or
-    data.train_alignment_path's (made for the raw rows, found by text), else eflomal run once
-    over the clean pairs themselves (each Hindi–English pair once, for "both")."""
-    direction = Direction(config.data.direction)
-    keys = [hindi_first_key(pair, direction) for pair in pairs]
-    if ships_links(config.data):
-        keyed = load_train_links(config.data)
-        return [keyed.get(key) for key in keys]
-    unique = list(dict.fromkeys(keys))
-    links = eflomal_links(unique)
-    if len(unique) == len(keys):  # every pair once (de-duplicated, one direction)
-        return list(links)
-    by_key = dict(zip(unique, links))
-    return [by_key[key] for key in keys]
-
-
-def pair_piece_links(split: EncodedSplit, tokenizer: Tokenizer,
-                     word_links: Sequence[list[Link] | None], direction: str,
-                     chunk_pairs: int = 100_000) -> PieceLinks:
-    """Each pair's Hindi-first ``word_links`` as (source piece, target piece) links of its
-    encoded ids (`links.piece_links`' rule: every piece of a target word to every piece of
-    each source word linked to it); none for pairs without links or whose links do not fit
-    the pieces (a sentence cut at max_positions). For direction "both" a source's tag is its
-    first piece, so its words' pieces stand one further on, and an en→hi pair takes its links
-    swapped. Computed with arrays, ``chunk_pairs`` pairs at a time (per pair in Python, this
-    took minutes at IITB size)."""
-    direction = Direction(direction)
-    source_ids, source_offsets = split.ids.source_arrays
-    target_ids, target_offsets = split.ids.target_arrays
-    pairs = len(source_offsets) - 1
-    source_table = _word_start_table(source_ids, tokenizer.source_pieces)
-    target_table = _word_start_table(target_ids, tokenizer.target_pieces)
-    link_pairs, hindi_words, english_words = _flat_links(word_links)
-    tag_language = _tag_languages(source_ids, source_offsets, tokenizer) if direction.both \
-        else np.full(pairs, -1, dtype=np.int8)
-    # per pair: whether its source is Hindi (for "both": whether it asks for English)
-    hindi_source = tag_language == _LANGUAGE_CODES["en"] if direction.both \
-        else np.full(pairs, direction.hindi_first(), dtype=bool)
-    parts = []
-    for first in range(0, max(pairs, 1), chunk_pairs):
-        last = min(first + chunk_pairs, pairs)
-        taken = slice(*np.searchsorted(link_pairs, [first, last]))
-        sources, targets = source_offsets[first:last + 1], target_offsets[first:last + 1]
-        pair = link_pairs[taken] - first
-        hindi_first = hindi_source[first:last][pair]
-        model_links = (pair, np.where(hindi_first, hindi_words[taken], english_words[taken]),
-                       np.where(hindi_first, english_words[taken], hindi_words[taken]))
-        parts.append(PieceLinks(*piece_links(
-            model_links, source_table[source_ids[sources[0]:sources[-1]]], sources - sources[0],
-            target_table[target_ids[targets[0]:targets[-1]]], targets - targets[0],
-            source_skip=tag_language[first:last] >= 0)))
-    return PieceLinks.concatenate(parts)
-
-
-_LANGUAGE_CODES = {language: code for code, language in enumerate(TAGS)}
-
-
-def _word_start_table(ids: np.ndarray, pieces) -> np.ndarray:
-    """For every id up to the largest in ``ids``: whether its piece starts a word ("▁")."""
-    present = np.unique(ids)
-    table = np.zeros(int(present[-1]) + 1 if len(present) else 1, dtype=bool)
-    table[present] = [piece.startswith("▁") for piece in pieces(present.tolist())]
-    return table
-
-
-def _tag_languages(ids: np.ndarray, offsets: np.ndarray, tokenizer: Tokenizer) -> np.ndarray:
-    """Per pair, the code (`_LANGUAGE_CODES`) of the language its source's tag asks for, or
-    -1 for a source without a tag piece first."""
-    nonempty = offsets[1:] > offsets[:-1]
-    first_ids = np.where(nonempty, ids[np.minimum(offsets[:-1], max(len(ids) - 1, 0))], -1) \
-        if len(ids) else np.full(len(offsets) - 1, -1)
-    languages = np.full(len(first_ids), -1, dtype=np.int8)
-    present = np.unique(first_ids[first_ids >= 0])
-    for piece_id, piece in zip(present.tolist(), tokenizer.source_pieces(present.tolist())):
-        language = next((lang for lang, tag in TAGS.items() if tag == piece), None)
-        if language is not None:
-            languages[first_ids == piece_id] = _LANGUAGE_CODES[language]
-    return languages
-
-
-def _flat_links(word_links: Sequence[list[Link] | None]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pair index, first word, second word) of every link, pairs in order."""
-    flat = PieceLinks.collect(word_links)  # any links per pair as two arrays, words here
-    pairs = np.repeat(np.arange(len(flat)), np.diff(flat.offsets))
-    return pairs, flat.links[:, 0], flat.links[:, 1]
 
 
 # ---------------------------------------------------------------- building a run
@@ -213,42 +100,6 @@ def resolved_model_config(model: ModelConfig, tokenizer: Tokenizer) -> ModelConf
                                target_vocab_size=tokenizer.target_vocab_size,
                                pad_id=tokenizer.pad_id,
                                share_embeddings=model.share_embeddings and tokenizer.joint)
-
-
-def guided_alignment_targets(config: Config, prepared: PreparedData, train_data: EncodedSplit,
-                             rank: int = 0) -> Config:
-    """Give ``train_data`` its piece links for guided alignment, from the cache when it has
-    them. Without eflomal (an optional extra) for data that ships no links, the run goes on
-    unguided, saying what that costs and how to get it back; the config returned then says
-    alignment_weight 0, as the run trains."""
-    tokenizer = prepared.tokenizer
-    try:
-        train_data.piece_links, source = cached_piece_links(
-            prepared, links_settings(config.data), rank=rank,
-            make=lambda: pair_piece_links(train_data, tokenizer,
-                                          pair_word_links(config, train_data.pairs),
-                                          config.data.direction))
-    except AlignerMissingError as error:
-        say(f"warning: guided alignment is off for this run: {error}. Without it the "
-            "heatmaps align less well and test chrF was 4 points lower on the embedded corpus "
-            "(docs/alignment.md)")
-        return dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                                     alignment_weight=0.0))
-    log.info("guided alignment: word links for %d of %d training pairs (%s)",
-             train_data.piece_links.linked, len(train_data.pairs), source)
-    return config
-
-
-def links_settings(cfg: DataConfig) -> dict:
-    """What the training pairs' links are made from, for their cache key: the links file (or
-    the embedded corpus's), else eflomal and its settings; and the code that makes them."""
-    if cfg.train_alignment_path is not None:
-        origin = {"file": file_digest(Path(cfg.train_alignment_path))}
-    elif cfg.source == "embedded":
-        origin = {"file": file_digest(embedded_corpus_dir() / "train.align")}
-    else:  # run_eflomal's settings are in links.py, whose code is part of LINKS_CODE
-        origin = {"aligner": "eflomal"}
-    return {**origin, "direction": cfg.direction, "code": LINKS_CODE}
 
 
 class RunTooLargeError(TranslatorError):
@@ -330,7 +181,7 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     dev_data = EncodedSplit(prepared.dev_pairs, prepared.dev)
     check_fits(config.model, cfg.batch_tokens, device)
     if cfg.alignment_weight > 0:
-        config = guided_alignment_targets(config, prepared, train_data, rank)
+        config, train_data.piece_links = guided_alignment_targets(config, prepared, rank)
     model = Transformer(config.model).to(device)
     budget = Budget(cfg)
     optimizer, scheduler = build_optimizer(model, cfg, budget)

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from translator.alignment import aer_summary, align_pairs, parse_heads, read_alignment_files
+from translator.cache import cache_command
 from translator.config import SEARCH_KEYS, SearchConfig, search_problem
 from translator.ct2 import QUANTIZATIONS, export
 from translator.demo import run_demo
@@ -39,7 +40,6 @@ from translator.drawing import (
     draw_translations,
     plot_run,
 )
-from translator.encoded import cache_command
 from translator.errors import TranslatorError, write_failure
 from translator.evaluator import evaluate_run, evaluation_report
 from translator.hf import export as export_hf

@@ -1,63 +1,41 @@
 """Sentence pairs: read, normalise, filter and de-duplicate them.
 
-One pipeline serves every source. A reader (embedded corpus, Hugging Face hub dataset, or
-local files) yields raw (hindi, english) strings; `load_splits` normalises them, drops empty,
-over-long and badly proportioned pairs, removes duplicates and dev/test pairs that leak from
-train, and puts each pair in the configured direction: hi-en, en-hi, or both, where every row
-gives two pairs, each source led by the tag of its target language (`direction.TAGS`).
-(`translator.batching` turns their token ids into padded tensors.)
-
-Why one module of ~700 lines: every reader feeds the same normalise-filter-deduplicate
-pipeline and shares its error messages and row counts; about a third of it is the hub's
-offline and failure handling, which only makes sense beside the reader it guards.
+One pipeline serves every source. A reader (embedded corpus, local files here, or a Hugging
+Face hub dataset: `translator.hub`) yields raw (hindi, english) strings; `load_splits`
+normalises them, drops empty, over-long and badly proportioned pairs, removes duplicates and
+dev/test pairs that leak from train, and puts each pair in the configured direction: hi-en,
+en-hi, or both, where every row gives two pairs, each source led by the tag of its target
+language (`direction.TAGS`). (`translator.batching` turns their token ids into padded tensors.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.resources
 import itertools
 import json
 import logging
-import os
 import re
-import threading
 import unicodedata
-import urllib.error
-import urllib.request
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from translator.config import DataConfig
-from translator.corpus import SPLITS, read_split, read_split_links
+from translator.corpus import SPLITS
 from translator.direction import NAMES as DIRECTION_NAMES
 from translator.direction import Direction, split_tag, tagged
-from translator.errors import TranslatorError
+from translator.hub import check_hub_reachable, hub_fingerprint, read_hub_batches, read_hub_rows
 from translator.lines import iter_lines
-from translator.links import (
-    AlignerMissingError,
-    Link,
-    LinksError,
-    read_pharaoh,
-    run_eflomal,
-    word_counts,
-)
+from translator.rows import BATCH_ROWS, DataError, RawBatch, row_languages
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("embedded", "hub", "files")
 FORMATS = ("auto", "text", "tsv", "jsonl", "parquet")
-HUB_TIMEOUT_S = 3.0  # how long to wait for the hub before suggesting local data
-BATCH_ROWS = 10_000  # rows read, normalised and filtered together
-
-
-class DataError(TranslatorError):
-    """The data, or the data section of the config, cannot be used; the message says why."""
 
 
 class Pair(NamedTuple):
@@ -66,9 +44,6 @@ class Pair(NamedTuple):
 
     source: str
     target: str
-
-
-RawBatch = tuple[list[str], list[str]]  # the raw (hindi, english) texts of consecutive rows
 
 
 @dataclass
@@ -157,7 +132,7 @@ def _read_text_pair(prefix: Path) -> Iterator[tuple[str, str]]:
     """Line-aligned PREFIX.hi and PREFIX.en."""
     hindi_path, english_path = _text_pair_paths(prefix)
     for path in (hindi_path, english_path):
-        _require_file(path)
+        require_file(path)
     hindi_lines, english_lines = _count_lines(hindi_path), _count_lines(english_path)
     if hindi_lines != english_lines:
         raise DataError(
@@ -185,7 +160,7 @@ def _read_jsonl(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
                 f"{path} line {number} is not valid JSON ({error.msg}); "
                 "each line must hold one JSON object."
             ) from None
-        yield _languages(row, cfg, f"{path} line {number}")
+        yield row_languages(row, cfg, f"{path} line {number}")
 
 
 def _read_parquet(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
@@ -200,38 +175,10 @@ def _read_parquet(path: Path, cfg: DataConfig) -> Iterator[tuple[str, str]]:
     for batch in table.iter_batches(batch_size=10_000):
         for row in batch.to_pylist():
             row_number += 1
-            yield _languages(row, cfg, f"{path} row {row_number}")
+            yield row_languages(row, cfg, f"{path} row {row_number}")
 
 
-def _missing_field(where: str, name: str, available) -> DataError:
-    """The error for a row (or a batch of rows) without the language field ``name``."""
-    return DataError(
-        f"{where} has no field '{name}' (it has: {', '.join(map(str, available))}); set "
-        "data.hindi_field, data.english_field or data.hub_field to match the data."
-    )
-
-
-def _languages(row: object, cfg: DataConfig, where: str) -> tuple[str, str]:
-    """(hindi, english) from a flat row or one nested under cfg.hub_field."""
-    if not isinstance(row, dict):
-        raise DataError(f"{where} is a {type(row).__name__}, not an object with named fields.")
-    fields = row
-    if cfg.hub_field and cfg.hub_field in row:
-        fields = row[cfg.hub_field]
-        if not isinstance(fields, dict):
-            raise DataError(f"{where}: field '{cfg.hub_field}' does not hold named fields.")
-    texts = []
-    for name in (cfg.hindi_field, cfg.english_field):
-        if name not in fields:
-            raise _missing_field(where, name, fields)
-        value = fields[name]
-        if value is not None and not isinstance(value, str):
-            raise DataError(f"{where}: field '{name}' holds {type(value).__name__}, not text.")
-        texts.append(value or "")
-    return texts[0], texts[1]
-
-
-def _require_file(path: Path, hint: str = "") -> None:
+def require_file(path: Path, hint: str = "") -> None:
     if not path.is_file():
         raise DataError(f"File not found: {path}{hint}.")
 
@@ -255,196 +202,12 @@ def _read_file(path_text: str, split: str, cfg: DataConfig) -> Iterator[tuple[st
     file_format = _file_format(path, cfg.format)
     if file_format == "text":
         return _read_text_pair(path)
-    _require_file(path, f" (data.{split}_path)")
+    require_file(path, f" (data.{split}_path)")
     if file_format == "tsv":
         return _read_tsv(path)
     if file_format == "jsonl":
         return _read_jsonl(path, cfg)
     return _read_parquet(path, cfg)
-
-
-# --- the Hugging Face hub ----------------------------------------------------------------
-
-
-def _read_hub(cfg: DataConfig, hub_split: str) -> Iterator[tuple[str, str]]:
-    """Rows one by one (streaming datasets; `_read_hub_batches` reads the others)."""
-    import datasets
-
-    where = f"dataset '{cfg.hub_id}' split '{hub_split}'"
-    with _hub_errors(cfg, where):
-        rows = datasets.load_dataset(
-            cfg.hub_id, cfg.hub_config, split=hub_split, streaming=cfg.streaming
-        )
-        for number, row in enumerate(itertools.islice(rows, cfg.max_rows), start=1):
-            yield _languages(row, cfg, f"{where} row {number}")
-
-
-def _read_hub_batches(cfg: DataConfig, hub_split: str) -> Iterator[RawBatch]:
-    """The (hindi, english) columns of a downloaded (not streaming) dataset split, one Arrow
-    batch at a time: no Python dict per row, so 1.66M rows take seconds, not minutes."""
-    import datasets
-
-    where = f"dataset '{cfg.hub_id}' split '{hub_split}'"
-    with _hub_errors(cfg, where):
-        rows = datasets.load_dataset(cfg.hub_id, cfg.hub_config, split=hub_split)
-        wanted = len(rows) if cfg.max_rows is None else min(cfg.max_rows, len(rows))
-        done = 0
-        for table in rows.with_format("arrow").iter(batch_size=BATCH_ROWS):
-            if done >= wanted:
-                break
-            table = table.slice(0, wanted - done)
-            yield _arrow_languages(table, cfg, f"{where} row {done + 1}")
-            done += table.num_rows
-
-
-def _arrow_languages(table: Any, cfg: DataConfig, where: str) -> RawBatch:
-    """`_languages` for a whole Arrow table of rows: the Hindi and English columns, nested
-    under cfg.hub_field or flat; a missing text is ''."""
-    import pyarrow as pa
-
-    columns = dict(zip(table.column_names, table.columns))
-    if cfg.hub_field and cfg.hub_field in columns:
-        nested = columns[cfg.hub_field].combine_chunks()
-        if not pa.types.is_struct(nested.type):
-            raise DataError(f"{where}: field '{cfg.hub_field}' does not hold named fields.")
-        columns = {nested.type.field(i).name: child for i, child in enumerate(nested.flatten())}
-    texts = []
-    for name in (cfg.hindi_field, cfg.english_field):
-        if name not in columns:
-            raise _missing_field(where, name, columns)
-        column = columns[name]
-        kind = column.type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
-                or pa.types.is_null(kind)):
-            raise DataError(f"{where}: field '{name}' holds {kind}, not text.")
-        texts.append([text or "" for text in column.to_pylist()])
-    return texts[0], texts[1]
-
-
-def _hub_fingerprint(cfg: DataConfig) -> str | None:
-    """What `datasets` knows of the configured splits' contents (each split's fingerprint,
-    made from its files or the hub revision), without reading their rows; None for streaming
-    datasets, whose contents cannot be known without reading them."""
-    import datasets
-
-    if cfg.streaming:
-        return None
-    _check_hub_reachable(cfg.hub_id)
-    found = []
-    for hub_split in cfg.hub_splits.values():
-        where = f"dataset '{cfg.hub_id}' split '{hub_split}'"
-        with _hub_errors(cfg, where):
-            rows = datasets.load_dataset(cfg.hub_id, cfg.hub_config, split=hub_split)
-        found.append(f"{hub_split}:{rows._fingerprint}:{len(rows)}")
-    return ";".join(found)
-
-
-@contextlib.contextmanager
-def _hub_errors(cfg: DataConfig, where: str) -> Iterator[None]:
-    """Turn the errors of `datasets` into a DataError that says what to change."""
-    try:
-        yield
-    except ValueError as error:  # unknown split or configuration; the message lists them
-        first_line = str(error).strip().splitlines()[0]
-        raise DataError(
-            f"Cannot load {where} ({first_line}); set data.hub_splits and data.hub_config to "
-            "names the dataset has."
-        ) from None
-    except FileNotFoundError:  # includes datasets.exceptions.DatasetNotFoundError
-        raise DataError(
-            f"Dataset '{cfg.hub_id}' was found neither on the hub nor as a local folder; "
-            "check data.hub_id."
-        ) from None
-    except (ConnectionError, TimeoutError) as error:
-        raise DataError(_unreachable_message(cfg.hub_id, type(error).__name__)) from None
-
-
-def _unreachable_message(hub_id: str, reason: str) -> str:
-    return (
-        f"Cannot download dataset '{hub_id}' from the Hugging Face hub ({reason}); use local "
-        "files (data.source=files data.train_path=...) or the embedded corpus "
-        "(data.source=embedded) instead."
-    )
-
-
-def _looks_like_a_path(hub_id: str) -> bool:
-    """A hub id is owner/name; a path starts with / . or ~, or has more than one /."""
-    return hub_id.startswith(("/", ".", "~")) or hub_id.count("/") > 1
-
-
-def _check_hub_reachable(hub_id: str) -> None:
-    """Fail within seconds when the hub is out of reach.
-
-    Without this, load_dataset retries for about 20 seconds and ends in a long traceback.
-    """
-    if _looks_like_a_path(hub_id) and not Path(hub_id).expanduser().exists():
-        raise DataError(f"data.hub_id {hub_id} looks like a local folder, but there is nothing "
-                        "there; give the folder of a saved dataset, or a hub id such as "
-                        "cfilt/iitb-english-hindi")
-    if Path(hub_id).expanduser().exists():
-        return  # a local dataset folder needs no network
-    cached = _hub_dataset_cached(hub_id)
-    if _offline_mode():
-        if cached:
-            return  # datasets reads the cached copy without the network
-        raise DataError(_unreachable_message(hub_id, "HF_HUB_OFFLINE is set and it is not cached"))
-    problem = _hub_unreachable_reason(HUB_TIMEOUT_S)
-    if problem is None:
-        return
-    if cached:
-        raise DataError(
-            f"The hub cannot be reached ({problem}) to check dataset '{hub_id}'; set "
-            "HF_HUB_OFFLINE=1 to use the cached copy."
-        )
-    raise DataError(_unreachable_message(hub_id, problem))
-
-
-def _offline_mode() -> bool:
-    import datasets.config
-
-    flags = (os.environ.get(name, "") for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    env_offline = any(flag.strip().upper() in {"1", "ON", "YES", "TRUE"} for flag in flags)
-    return env_offline or bool(datasets.config.HF_HUB_OFFLINE)
-
-
-def _hub_dataset_cached(hub_id: str) -> bool:
-    """Whether the hub download cache or the datasets cache holds this dataset."""
-    import datasets.config
-    from datasets.naming import camelcase_to_snakecase
-    from huggingface_hub import constants
-
-    downloaded = Path(constants.HF_HUB_CACHE) / ("datasets--" + hub_id.replace("/", "--"))
-    *namespace, name = hub_id.split("/")
-    prepared_name = "___".join([*namespace, camelcase_to_snakecase(name)])
-    prepared = Path(datasets.config.HF_DATASETS_CACHE).expanduser() / prepared_name
-    return downloaded.is_dir() or prepared.is_dir()
-
-
-def _hub_unreachable_reason(timeout_s: float) -> str | None:
-    """Why the hub endpoint gave no HTTP answer within `timeout_s`, or None if it answered.
-
-    A real HTTPS request rather than a TCP connect: sandboxes and proxies may accept any
-    connection and fail only later. urllib honours HTTPS_PROXY like the hub client does.
-    """
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    outcome = {"problem": f"no answer from {endpoint} within {timeout_s:g} s"}
-
-    def attempt() -> None:
-        try:
-            urllib.request.urlopen(
-                urllib.request.Request(endpoint, method="HEAD"), timeout=timeout_s
-            )
-            outcome["problem"] = None
-        except urllib.error.HTTPError:  # any HTTP status means the hub is reachable
-            outcome["problem"] = None
-        except (OSError, ValueError) as error:
-            outcome["problem"] = f"{endpoint}: {getattr(error, 'reason', error)}"
-
-    # A thread, because urllib's timeout does not cover a hanging DNS lookup.
-    thread = threading.Thread(target=attempt, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return outcome["problem"]
 
 
 # --- the pipeline ------------------------------------------------------------------------
@@ -468,22 +231,22 @@ def _check_config(cfg: DataConfig) -> None:
         )
 
 
-def _raw_splits(cfg: DataConfig) -> dict[str, Iterator[tuple[str, str]]]:
+def raw_splits(cfg: DataConfig) -> dict[str, Iterator[tuple[str, str]]]:
     """Lazy raw (hindi, english) rows per split; a split the config leaves out is empty."""
     if cfg.source == "embedded":
         corpus = embedded_corpus_dir()
         for split in SPLITS:
-            _require_file(
+            require_file(
                 corpus / f"{split}.tsv",
                 "; the embedded corpus is missing, so rebuild or reinstall the package, or use "
                 "data.source=files",
             )
         return {split: _read_tsv(corpus / f"{split}.tsv") for split in SPLITS}
     if cfg.source == "hub":
-        _check_hub_reachable(cfg.hub_id)
+        check_hub_reachable(cfg.hub_id)
         return {
-            split: _read_hub(cfg, cfg.hub_splits[split]) if split in cfg.hub_splits else iter(())
-            for split in SPLITS
+            split: read_hub_rows(cfg, cfg.hub_splits[split]) if split in cfg.hub_splits
+            else iter(()) for split in SPLITS
         }
     paths = {"train": cfg.train_path, "dev": cfg.dev_path, "test": cfg.test_path}
     return {
@@ -494,12 +257,12 @@ def _raw_splits(cfg: DataConfig) -> dict[str, Iterator[tuple[str, str]]]:
 def _raw_batches(cfg: DataConfig) -> dict[str, Iterator[RawBatch]]:
     """Lazy raw (hindi, english) texts per split, BATCH_ROWS rows at a time."""
     if cfg.source == "hub" and not cfg.streaming:
-        _check_hub_reachable(cfg.hub_id)
+        check_hub_reachable(cfg.hub_id)
         return {
-            split: _read_hub_batches(cfg, cfg.hub_splits[split]) if split in cfg.hub_splits
+            split: read_hub_batches(cfg, cfg.hub_splits[split]) if split in cfg.hub_splits
             else iter(()) for split in SPLITS
         }
-    return {split: _batched(rows) for split, rows in _raw_splits(cfg).items()}
+    return {split: _batched(rows) for split, rows in raw_splits(cfg).items()}
 
 
 def _batched(rows: Iterator[tuple[str, str]]) -> Iterator[RawBatch]:
@@ -619,7 +382,7 @@ def data_fingerprint(cfg: DataConfig) -> str | None:
     it cannot be known without reading everything: a streaming hub dataset."""
     _check_config(cfg)
     if cfg.source == "hub":
-        return _hub_fingerprint(cfg)
+        return hub_fingerprint(cfg)
     if cfg.source == "embedded":
         paths = {split: [embedded_corpus_dir() / f"{split}.tsv"] for split in SPLITS}
     else:
@@ -628,7 +391,7 @@ def data_fingerprint(cfg: DataConfig) -> str | None:
     digest = hashlib.blake2b(digest_size=16)
     for split, files in paths.items():
         for path in files:
-            _require_file(path, f" (data.{split}_path)" if cfg.source == "files" else "")
+            require_file(path, f" (data.{split}_path)" if cfg.source == "files" else "")
             digest.update(f"{split}:{path.name}:".encode())
             with path.open("rb") as file:
                 while chunk := file.read(1 << 20):
@@ -678,54 +441,3 @@ def _without_leakage(pairs: list[Pair], train_sources: array, train_targets: arr
     counts["leaked_not_removed"] = leaked
     log.warning("%d dev/test pairs share a sentence with train (remove_leakage is off)", leaked)
     return pairs
-
-
-# --- word links for guided alignment ------------------------------------------------------
-
-WordLinks = dict[tuple[str, str], list[Link]]  # (hindi, english), normalised -> Hindi-first
-
-
-def load_train_links(cfg: DataConfig) -> WordLinks:
-    """Word links made for the raw train rows, keyed by the normalised (hindi, english) pair,
-    so they follow their pairs through filtering and de-duplication: the embedded corpus's
-    shipped links, or ``cfg.train_alignment_path``'s. A pair whose words changed under
-    normalisation keeps no links. (Data without either gets eflomal's links of its clean
-    pairs instead: `eflomal_links`.)"""
-    if cfg.source == "embedded" and cfg.train_alignment_path is None:
-        rows = [(hindi, english) for hindi, english, _ in read_split("train")]
-        links = read_split_links("train")
-    else:
-        if cfg.train_alignment_path is None:
-            raise DataError("these data ship no word links: give data.train_alignment_path, "
-                            "or let eflomal align the clean pairs (translator.build)")
-        rows = list(_raw_splits(cfg)["train"])
-        _require_file(Path(cfg.train_alignment_path), "; give the Pharaoh file of the train "
-                      "rows as data.train_alignment_path")
-        links = read_pharaoh(cfg.train_alignment_path, word_counts(h for h, _ in rows),
-                             word_counts(e for _, e in rows))
-    keyed: WordLinks = {}
-    for (hindi, english), pair_links in zip(rows, links):
-        raw_counts = (len(hindi.split()), len(english.split()))
-        hindi, english = normalize(hindi, cfg.normalize_nukta), normalize(english)
-        if (len(hindi.split()), len(english.split())) == raw_counts:
-            keyed[(hindi, english)] = pair_links
-    return keyed
-
-
-def ships_links(cfg: DataConfig) -> bool:
-    """Whether ``cfg``'s train rows come with word links (the embedded corpus's, or a file)."""
-    return cfg.train_alignment_path is not None or cfg.source == "embedded"
-
-
-def eflomal_links(rows: Sequence[tuple[str, str]]) -> list[list[Link]]:
-    """Hindi-first word links of (hindi, english) ``rows`` from eflomal, run once over all of
-    them (the default symmetrisation, as the embedded corpus's shipped links)."""
-    log.info("running eflomal on %d train pairs for guided alignment", len(rows))
-    try:
-        return run_eflomal([h for h, _ in rows], [e for _, e in rows])
-    except AlignerMissingError:
-        raise  # training goes on without guided alignment (translator.build)
-    except LinksError as error:
-        raise DataError(f"guided alignment (train.alignment_weight > 0) needs word links, "
-                        f"but {error}; or give data.train_alignment_path, or set "
-                        "train.alignment_weight=0") from None

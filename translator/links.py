@@ -1,5 +1,6 @@
-"""Word alignment links between Hindi and English sentences: Pharaoh files, symmetrisation,
-the eflomal aligner, and the map from word links to SentencePiece-piece links.
+"""Word alignment links between Hindi and English sentences: Pharaoh files, symmetrisation
+and the eflomal aligner. (Guided alignment turns them into links between SentencePiece pieces:
+`translator.guided`.)
 
 The convention, everywhere in this module and in every link file it reads or writes: a link
 ``(i, j)``, written ``i-j`` in a Pharaoh line, joins Hindi word ``i`` to English word ``j``,
@@ -30,14 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from translator.errors import TranslatorError
 from translator.lines import read_lines
 
 # (i, j) of a Pharaoh item "i-j", 0-based: (Hindi word, English word) in the corpus's link
 # files and guided alignment; (source word, target word) in what `align` writes and reads as
-# gold; (source piece, target piece) after `piece_links`
+# gold; (source piece, target piece) after `guided.piece_links`
 Link = tuple[int, int]
 
 # intersection: links both directions agree on (precise, sparse); union: every link of
@@ -356,69 +355,3 @@ def run_eflomal(
                                          iterations, strip_punctuation, quiet):
         links[n] = symmetrized
     return links
-
-
-# ---------------------------------------------------------------- words → pieces
-
-
-def piece_links(word_links: tuple[np.ndarray, np.ndarray, np.ndarray],
-                source_starts: np.ndarray, source_offsets: np.ndarray,
-                target_starts: np.ndarray, target_offsets: np.ndarray,
-                source_skip: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(source piece, target piece) links of n sentence pairs, from their word links.
-
-    ``word_links`` is three arrays, one item per link: the pair (0 to n - 1, ascending), the
-    source word, the target word (for English → Hindi, the Hindi-first links swapped). The
-    pieces of all pairs, one after another: ``*_starts[p]`` says whether piece p starts a
-    word (its piece begins with "▁"; a pair's first piece always does), ``*_offsets`` (n + 1)
-    where each pair's pieces begin; ``source_skip[i]``: pair i's first source piece (a tag)
-    is in no word. Every piece of a target word is linked to every piece of each source word
-    linked to that word; a target word without links gets none (leave it out of an alignment
-    loss); a pair with a link past its words (a sentence cut at max_positions) gets none.
-
-    Returns the links [L, 2] (int32, positions within their pair, each pair's sorted) and
-    n + 1 offsets into them."""
-    pair, source_word, target_word = word_links
-    source = _Words(source_starts, source_offsets, source_skip)
-    target = _Words(target_starts, target_offsets)
-    fits = (source_word >= 0) & (source_word < source.count[pair]) & \
-        (target_word >= 0) & (target_word < target.count[pair])
-    usable = ~np.isin(pair, pair[~fits])
-    pair, source_word, target_word = pair[usable], source_word[usable], target_word[usable]
-    source_at, target_at = source.base[pair] + source_word, target.base[pair] + target_word
-    source_first, target_first = source.first[source_at], target.first[target_at]
-    target_len = target.end[target_at] - target_first
-    sizes = (source.end[source_at] - source_first) * target_len
-    # each link's block of (source piece, target piece), row by row
-    link = np.repeat(np.arange(len(pair)), sizes)
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    pieces_pair = pair[link]
-    source_piece = source_first[link] + within // target_len[link] - source.offsets[pieces_pair]
-    target_piece = target_first[link] + within % target_len[link] - target.offsets[pieces_pair]
-    order = np.lexsort((target_piece, source_piece, pieces_pair))
-    found = np.stack([pieces_pair[order], source_piece[order], target_piece[order]], axis=1)
-    once = np.ones(len(found), dtype=bool)  # a word link given twice gives its pieces once
-    once[1:] = (found[1:] != found[:-1]).any(axis=1)
-    found = found[once]
-    counts = np.bincount(found[:, 0], minlength=len(source.count))
-    return found[:, 1:].astype(np.int32), np.concatenate([[0], np.cumsum(counts)])
-
-
-class _Words:
-    """The words of n pairs' pieces (see `piece_links`): each word's first piece and end, and
-    per pair its number of words and the index of its first word."""
-
-    def __init__(self, starts: np.ndarray, offsets: np.ndarray,
-                 skip: np.ndarray | None = None) -> None:
-        self.offsets = offsets
-        starts = starts.copy()
-        pair_start = offsets[:-1]
-        skip = np.zeros(len(pair_start), dtype=bool) if skip is None else skip
-        first = pair_start + skip
-        starts[first[first < offsets[1:]]] = True
-        starts[pair_start[skip]] = False
-        self.first = np.flatnonzero(starts)  # all pairs' words in order
-        pair = np.searchsorted(offsets, self.first, side="right") - 1
-        self.end = np.minimum(np.append(self.first[1:], len(starts)), offsets[pair + 1])
-        self.count = np.bincount(pair, minlength=len(pair_start))
-        self.base = np.cumsum(self.count) - self.count
