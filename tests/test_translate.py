@@ -20,7 +20,7 @@ from translator.drawing import all_heads_as_words
 from translator.errors import TranslatorError
 from translator.explorer import read_explorer_data
 from translator.run_dir import RunDirError
-from translator.tokenizer import Tokenizer
+from translator.tokenizer import Tokenizer, piece_words
 from translator.translate import TranslateError, Translator, max_source_pieces, translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -293,3 +293,106 @@ def test_translate_command_writes_explorer_pages_of_the_plotted_numbers(run_dir,
     assert translate_main(["--run", str(run_dir), "--html", str(tmp_path / "page.png"),
                            "कल"]) == 2
     assert "end it in .html or .htm" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- what the model weighed, a prefix
+
+
+def teacher_forced_log_probs(translator, text: str, tokens: list[int]) -> list[float]:
+    """The model's log-probability of each of ``tokens`` and the EOS, reading ``text``."""
+    tok, model = translator.tokenizer, translator.model
+    source = torch.tensor([tok.encode_source(text) + [tok.eos_id]])
+    with torch.no_grad():
+        memory, mask = model.encode(source)
+        logits = model.decode(torch.tensor([[tok.bos_id, *tokens]]), memory, mask).logits[0]
+    chosen = torch.tensor([*tokens, tok.eos_id])[:, None]
+    return logits.log_softmax(-1).gather(1, chosen).squeeze(1).tolist()
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_translations_carry_what_the_model_weighed_per_piece_and_per_word(translator, beam):
+    for t in translator.translate(HINDI, beam_size=beam, alternatives=5):
+        steps, words = t.steps(), t.words()
+        assert [s["piece"] for s in steps] == [*t.target_pieces, "</s>"]
+        assert [s["log_prob"] for s in steps] == pytest.approx(
+            teacher_forced_log_probs(translator, t.source, t.tokens), abs=1e-5)
+        assert [w["word"] for w in words] == piece_words(t.target_pieces)[0]  # the rows
+        assert sum(w["log_prob"] for w in words) + steps[-1]["log_prob"] == pytest.approx(
+            sum(t.token_log_probs), abs=1e-4)
+        for step in steps:
+            assert len(step["alternatives"]) == 5
+            assert sum(p for _, p in step["alternatives"]) <= 1 + 1e-6
+        firsts = [steps[i] for i, w in enumerate(piece_words(t.target_pieces)[1])
+                  if i == 0 or w != piece_words(t.target_pieces)[1][i - 1]]
+        assert [w["alternatives"] for w in words] == [s["alternatives"] for s in firsts]
+        if beam == 1:  # greedy wrote each step's most probable piece
+            assert [s["alternatives"][0][0] for s in steps] == [s["piece"] for s in steps]
+        record = t.to_dict()
+        assert record["steps"] == steps and record["words"] == words
+
+
+def test_without_alternatives_the_json_is_as_before(translator):
+    t = translator.translate([RAJESH])[0]
+    assert t.token_log_probs is None and t.steps() == [] and t.words() == []
+    assert set(t.to_dict()) == {"source", "text", "score", "tokens", "warnings"}
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_prefix_starts_the_translation_and_is_scored_by_the_model(translator, beam):
+    prefix = "Yesterday evening"
+    pieces = translator.tokenizer.target_pieces(translator.tokenizer.encode_target(prefix))
+    found = translator.translate(HINDI, beam_size=beam, prefix=prefix, alternatives=2,
+                                 length_penalty=0.0)
+    for t in found:
+        assert t.text.startswith(prefix) and t.target_pieces[: len(pieces)] == pieces
+        assert t.prefix_pieces == len(pieces) and t.to_dict()["prefix_pieces"] == len(pieces)
+        expected = teacher_forced_log_probs(translator, t.source, t.tokens)
+        assert t.token_log_probs == pytest.approx(expected, abs=1e-5)
+        assert t.score == pytest.approx(sum(expected), abs=1e-4)  # α = 0: the plain sum
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_an_empty_prefix_changes_nothing(translator, beam):
+    plain = translator.translate(HINDI, beam_size=beam)
+    for prefix in ("", [""] * len(HINDI)):
+        empty = translator.translate(HINDI, beam_size=beam, prefix=prefix)
+        assert [(t.text, t.score) for t in empty] == [(t.text, t.score) for t in plain]
+        assert all(t.prefix_pieces == 0 for t in empty)
+
+
+def test_prefixes_one_per_text_and_bad_prefixes(translator):
+    found = translator.translate(HINDI[:2], prefix=["Rajesh", "My"], need_attention=False)
+    assert found[0].text.startswith("Rajesh") and found[1].text.startswith("My")
+    with pytest.raises(TranslateError, match="2 prefixes for 3 texts"):
+        translator.translate(HINDI[:3], prefix=["a", "b"])
+    with pytest.raises(TranslateError, match="more than the model can write"):
+        translator.translate([RAJESH], prefix="the " * MAX_POSITIONS)
+
+
+def test_a_long_input_split_into_parts_starts_with_the_prefix(translator):
+    long_text = " ".join([RAJESH] * 6)
+    t = translator.translate([long_text], prefix="Yesterday", alternatives=3,
+                             need_attention=False)[0]
+    assert t.text.startswith("Yesterday") and len(t.token_log_probs) == len(t.tokens) + 1
+
+
+def test_translate_command_prefix_and_alternatives(run_dir, capsys):
+    assert translate_main(["--run", str(run_dir), "--json", "--prefix", "Yesterday evening",
+                           "--alternatives", "3", "--beam", "1", RAJESH]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["text"].startswith("Yesterday evening")
+    assert len(record["steps"]) == len(record["tokens"]) + 1
+    assert all(len(step["alternatives"]) == 3 for step in record["steps"])
+    assert translate_main(["--run", str(run_dir), "--alternatives", "-1", RAJESH]) == 2
+    assert capsys.readouterr().err.startswith("error: --alternatives must be 0 (off) or more")
+
+
+def test_ctranslate2_refuses_a_prefix_and_alternatives_in_one_sentence():
+    from translator.config import SearchConfig
+    from translator.decoders import CT2Error, refuse_steps
+
+    refuse_steps(SearchConfig(), [[], []])  # nothing asked: nothing refused
+    with pytest.raises(CT2Error, match="prefix .* PyTorch backend"):
+        refuse_steps(SearchConfig(), [[5], []])
+    with pytest.raises(CT2Error, match="alternatives .* PyTorch backend"):
+        refuse_steps(SearchConfig(alternatives=5), None)

@@ -162,23 +162,23 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def translate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("texts", nargs="*", metavar="TEXT",
-                        help="sentences to translate (default: one a line from --file or "
-                        "standard input)")
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help="sentences to translate "
+                        "(default: one a line from --file or standard input)")
     parser.add_argument("--file", type=Path, help="a UTF-8 file of sentences, one a line")
     _run_arguments(parser)
     _to_argument(parser)
-    _search_arguments(parser, ("beam_size", "n_best", *SEARCH_FLAGS[1:]))
-    parser.add_argument("--json", action="store_true",
-                        help="one JSON object a line: source, text, score, tokens, warnings")
+    _search_arguments(parser, ("beam_size", "n_best", *SEARCH_FLAGS[1:], "alternatives"))
+    parser.add_argument("--prefix", metavar="TEXT", help="target-language text each "
+                        "translation starts with, scored by the model and continued")
+    parser.add_argument("--json", action="store_true", help="one JSON object a line: source, "
+                        "text, score, tokens, warnings (--alternatives: steps, words)")
     for kind, (what, suffixes) in PICTURES.items():
         metavar = "FILE" + suffixes[0].upper()
         parser.add_argument(f"--{kind.replace('_', '-')}", type=Path, metavar=metavar,
                             help=f"{what} ({' or '.join(suffixes)})")
-    parser.add_argument("--layer", type=int, default=None,
-                        help="decoder layer for --plot and --plot-heads, and the one --html "
-                        "opens on (default: translator.alignment.DEFAULT_LAYER; -1 is the "
-                        "last)")
+    parser.add_argument("--layer", type=int, default=None, help="decoder layer for --plot and "
+                        "--plot-heads, and the one --html opens on (default: "
+                        "translator.alignment.DEFAULT_LAYER; -1 is the last)")
     _backend_argument(parser)
 
 
@@ -191,7 +191,7 @@ def run_translate(args: argparse.Namespace) -> int:
     translator = load_translator(args)
     # pictures the decoder's attention cannot give, or an unknown layer: before translating
     check_views(pictures, args.layer, translator.decoder.layout)
-    translations = translator.translate(texts, need_attention=bool(pictures),
+    translations = translator.translate(texts, need_attention=bool(pictures), prefix=args.prefix,
                                         target_language=args.to, batch_size=args.batch_size)
     for number, translation in enumerate(translations, start=1):
         for warning in translation.warnings:

@@ -1,13 +1,16 @@
 """Decoders: what turns source ids into hypotheses, and nothing else.
 
-    decoder.decode(sources, search, batch_size, need_attention) -> list[list[Hypothesis]]
+    decoder.decode(sources, search, batch_size, need_attention, prefixes)
+        -> list[list[Hypothesis]]
 
 The text around a search (tags of a model of both directions, long inputs split into parts,
 script warnings, the tag's attention column left out, parts joined) is done once, by
 `translator.translate.Translator`, for every decoder. A decoder gets the source ids of each part
 (without EOS, a tag first for a model of both directions) and returns each one's n-best
 hypotheses (`translator.search.Hypothesis`: target ids, score, cross-attention
-[layers, heads, T+1, S+1]), best first. Two decoders, as OpenNMT-py swaps only its
+[layers, heads, T+1, S+1], and what the model weighed at each step when
+``search.alternatives`` asks), best first; ``prefixes`` (target ids, one per source) start the
+outputs. Two decoders, as OpenNMT-py swaps only its
 ``translate_batch`` call for CTranslate2:
 
 - `TorchDecoder`: the run's `Transformer`, searched by `translator.search` (greedy or beam), and
@@ -102,7 +105,8 @@ class Decoder(Protocol):
     def layout(self) -> AttentionLayout: ...
 
     def decode(self, sources: list[list[int]], search: SearchConfig, batch_size: int = 32,
-               need_attention: bool = True) -> list[list[Hypothesis]]: ...
+               need_attention: bool = True, prefixes: list[list[int]] | None = None
+               ) -> list[list[Hypothesis]]: ...
 
     def unsupported(self, search: SearchConfig) -> list[str]: ...
 
@@ -150,13 +154,14 @@ class TorchDecoder:
         return []
 
     def decode(self, sources: list[list[int]], search: SearchConfig, batch_size: int = 32,
-               need_attention: bool = True) -> list[list[Hypothesis]]:
+               need_attention: bool = True, prefixes: list[list[int]] | None = None
+               ) -> list[list[Hypothesis]]:
         tokenizer = self.tokenizer
         bans = RepetitionBans.of(search, tokenizer.target_vocabulary)
         with evaluating(self.model):
             hypotheses = search_in_batches(self.model, sources, tokenizer.pad_id,
                                            tokenizer.bos_id, tokenizer.eos_id, search,
-                                           batch_size, need_attention, bans)
+                                           batch_size, need_attention, bans, prefixes)
             if need_attention and self.full_context:
                 for ids, nbest in zip(sources, hypotheses):
                     self._full_context_attention(ids, nbest)
@@ -179,6 +184,18 @@ class TorchDecoder:
 
 
 # ---------------------------------------------------------------- CTranslate2
+
+
+def refuse_steps(search: SearchConfig, prefixes: list[list[int]] | None) -> None:
+    """CTranslate2's target_prefix and return_alternatives do not score and list steps as
+    ours do (its scores renormalise after bans; its alternatives are of one position only), so
+    a forced prefix or per-token alternatives are one sentence naming the backend."""
+    if prefixes is not None and any(prefixes):
+        raise CT2Error("a forced prefix (--prefix) needs the PyTorch backend; the CTranslate2 "
+                       "backend does not score it as the model does")
+    if search.alternatives:
+        raise CT2Error("per-token alternatives (--alternatives) need the PyTorch backend; the "
+                       "CTranslate2 backend does not return them")
 
 
 class CT2Decoder:
@@ -227,9 +244,11 @@ class CT2Decoder:
         return max(1, min(limit, self.config.max_positions)) - 1
 
     def decode(self, sources: list[list[int]], search: SearchConfig, batch_size: int = 32,
-               need_attention: bool = True) -> list[list[Hypothesis]]:
+               need_attention: bool = True, prefixes: list[list[int]] | None = None
+               ) -> list[list[Hypothesis]]:
         """The n-best of each source, in order; sources of similar length are decoded
-        together."""
+        together. A forced prefix or recorded alternatives are refused (`refuse_steps`)."""
+        refuse_steps(search, prefixes)
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         results: list[list[Hypothesis]] = [[] for _ in sources]
         specials = self.tokenizer.target_pieces([self.tokenizer.pad_id, self.tokenizer.bos_id])

@@ -11,7 +11,10 @@ training, the `translate` and `evaluate` commands, the heatmaps and the Python A
 them (greedy or beam, batched by length) and turns the hypotheses back into text. Each
 `Translation` carries the tokens, the score, the subword pieces of both sides and, when asked
 for, the cross-attention of the output that was chosen (every layer and head), ready for
-`translator.alignment` and `translator.plotting`.
+`translator.alignment` and `translator.plotting`. Asked for (``search.alternatives``), it also
+carries what the model weighed: each piece's log-probability and its step's most probable
+pieces, per piece and per word (`Translation.steps`, `Translation.words`). A ``prefix`` (text
+in the target language) is written first, scored by the model, and the search continues it.
 
 How to search is one object, the run's `SearchConfig` (search: in its config): beam size,
 n-best, length penalty, repetition bans and length limit travel together from the config (or
@@ -55,13 +58,14 @@ from translator.exports import is_export, read_export_record
 from translator.model import Transformer
 from translator.run_dir import RunDir
 from translator.search import Hypothesis
-from translator.tokenizer import Tokenizer
+from translator.tokenizer import Tokenizer, piece_words
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 # the most cells (layers x heads x target rows x source columns) the attention of one input
 # split into parts may take: 2^26 floats, 256 MB; a longer input is translated without it
 MAX_ATTENTION_CELLS = 2**26
 SENTENCE_END = re.compile(r"(?<=[।॥.!?])\s+")
+EOS_PIECE = "</s>"  # how the EOS step is named among the pieces of `Translation.steps`
 
 
 class TranslateError(TranslatorError):
@@ -94,11 +98,17 @@ class Translation:
     # what ``attention`` holds (`AttentionLayout`: which layers, every head or their mean, the
     # engine); None without attention
     layout: AttentionLayout | None = field(default=None, repr=False, compare=False)
+    # asked for (search.alternatives > 0): each target piece's log-probability, the EOS's
+    # last, and each of those steps' most probable pieces (piece, probability), best first
+    token_log_probs: list[float] | None = field(default=None, repr=False, compare=False)
+    alternatives: list[list[tuple[str, float]]] | None = field(default=None, repr=False,
+                                                               compare=False)
+    prefix_pieces: int = 0  # how many of target_pieces a forced prefix wrote
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-friendly part (no attention): source, text, score, tokens, warnings,
         the target language of a model of both directions and, when there is one, the n-best
-        list."""
+        list, the forced prefix's length and what the model weighed (`steps`, `words`)."""
         record: dict[str, Any] = {"source": self.source, "text": self.text, "score": self.score,
                                   "tokens": self.tokens, "warnings": self.warnings}
         if self.target_language is not None:
@@ -106,7 +116,37 @@ class Translation:
         if self.nbest:
             record["nbest"] = [{"text": t.text, "score": t.score, "tokens": t.tokens}
                                for t in self.nbest]
+        if self.prefix_pieces:
+            record["prefix_pieces"] = self.prefix_pieces
+        if self.token_log_probs is not None:
+            record["steps"], record["words"] = self.steps(), self.words()
         return record
+
+    def steps(self) -> list[dict[str, Any]]:
+        """Per target piece, then the EOS ("</s>"): its log-probability and its step's
+        alternatives as [piece, probability] pairs; empty when not asked for."""
+        if self.token_log_probs is None or self.alternatives is None:
+            return []
+        pieces = [*self.target_pieces, EOS_PIECE]
+        return [{"piece": piece, "log_prob": round(log_prob, 6),
+                 "alternatives": [[p, round(prob, 6)] for p, prob in alternatives]}
+                for piece, log_prob, alternatives in zip(pieces, self.token_log_probs,
+                                                         self.alternatives)]
+
+    def words(self) -> list[dict[str, Any]]:
+        """Per whitespace word of the output (`piece_words`, as the heatmaps' rows): the word,
+        its log-probability (its pieces' sum) and the alternatives of its first piece's step,
+        the step that chose the word; empty when not asked for."""
+        steps = self.steps()
+        if not steps:
+            return []
+        words, word_of_piece = piece_words(self.target_pieces)
+        records = [{"word": word, "log_prob": 0.0, "alternatives": []} for word in words]
+        for step, word in zip(steps, word_of_piece):
+            if not records[word]["alternatives"]:
+                records[word]["alternatives"] = step["alternatives"]
+            records[word]["log_prob"] = round(records[word]["log_prob"] + step["log_prob"], 6)
+        return records
 
     def line(self, as_json: bool = False) -> str:
         """The translation as `translate` prints it: the text (the n-best list's texts
@@ -243,7 +283,12 @@ def merge_parts(source: str, parts: list[Translation], warnings: list[str]) -> T
         warnings=warnings,
         target_language=parts[0].target_language,
         layout=parts[0].layout if attention is not None else None,
+        prefix_pieces=parts[0].prefix_pieces,
     )
+    if all(part.token_log_probs is not None for part in parts):  # each part's EOS but the last
+        for name in ("token_log_probs", "alternatives"):
+            steps = [step for part in parts for step in getattr(part, name)[: len(part.tokens)]]
+            setattr(merged, name, steps + getattr(parts[-1], name)[-1:])
     if parts[0].nbest:  # only the best translations of the parts can be joined
         merged.nbest = [dataclasses.replace(merged, nbest=[])]
     return merged
@@ -299,20 +344,22 @@ def max_source_pieces(decoder: Decoder | Transformer, tokenizer: Tokenizer) -> i
 def translate(model: Transformer, tokenizer: Tokenizer, texts: list[str],
               search: SearchConfig | None = None, direction: str | None = None,
               batch_size: int = 32, need_attention: bool = True,
-              target_language: str | None = None, full_context_attention: bool = False
-              ) -> list[Translation]:
+              target_language: str | None = None, full_context_attention: bool = False,
+              prefix: str | list[str] | None = None) -> list[Translation]:
     """`decode_texts` with ``model`` searched by `translator.search` (`TorchDecoder`);
     ``full_context_attention`` returns, instead of the attention of the search, that of a pass
     over the finished translation without the causal mask (`Transformer.forced_attention`):
     the view a run trained with ``train.alignment_full_context`` aligns in."""
     return decode_texts(TorchDecoder(model, tokenizer, full_context_attention), tokenizer,
-                        texts, search, direction, batch_size, need_attention, target_language)
+                        texts, search, direction, batch_size, need_attention, target_language,
+                        prefix)
 
 
 def decode_texts(decoder: Decoder, tokenizer: Tokenizer, texts: list[str],
                  search: SearchConfig | None = None, direction: str | None = None,
                  batch_size: int = 32, need_attention: bool = True,
-                 target_language: str | None = None) -> list[Translation]:
+                 target_language: str | None = None, prefix: str | list[str] | None = None
+                 ) -> list[Translation]:
     """Translate ``texts`` with ``decoder`` (one Translation each, in order), searching as
     ``search`` says (None: `SearchConfig`'s defaults): beam size 1 is greedy search, n-best > 1
     fills each result's ``nbest``, its bans and length penalty as in `translator.search`.
@@ -320,13 +367,18 @@ def decode_texts(decoder: Decoder, tokenizer: Tokenizer, texts: list[str],
     an empty Translation; text longer than the model can read is split into parts translated
     one by one, and text in the wrong script for ``direction`` ("hi-en", "en-hi" or "both";
     None: not checked) is translated anyway; both get a warning. A model of both directions
-    writes ``target_language`` (else the language a leading tag or the script suggests)."""
+    writes ``target_language`` (else the language a leading tag or the script suggests).
+    ``prefix`` (target-language text: one for every text, or one per text) starts each
+    translation: its pieces are written first, scored by the model, and the search continues
+    (an input split into parts: its first part); "" changes nothing."""
     if isinstance(texts, str):
         raise TypeError("translate() takes a list of strings, not one string")
     search = search or SearchConfig()
     check_target_language(target_language, tokenizer, direction)
     limit = max_source_pieces(decoder, tokenizer)
     requests: list[tuple[int, list[int]]] = []  # (text index, source ids of one part)
+    forced = prefix_ids(prefix, len(texts), tokenizer, decoder.max_positions)
+    prefixes: list[list[int]] = []  # the forced target ids of each part: its text's first
     warnings: list[list[str]] = [[] for _ in texts]
     languages: list[str | None] = []
     for i, text in enumerate(texts):
@@ -335,15 +387,35 @@ def decode_texts(decoder: Decoder, tokenizer: Tokenizer, texts: list[str],
                                            language if asked else None)
         tag = tokenizer.tag_ids(language)
         requests += [(i, tag + part) for part in parts]
+        prefixes += [forced[i] if n == 0 else [] for n in range(len(parts))]
         languages.append(language)
     hypotheses = decoder.decode([ids for _, ids in requests], search, batch_size,
-                                need_attention)
+                                need_attention, prefixes if any(prefixes) else None)
     layout = decoder.layout if need_attention else None
     parts_of: list[list[Translation]] = [[] for _ in texts]
-    for (i, ids), nbest in zip(requests, hypotheses):
+    for (i, ids), nbest, part_prefix in zip(requests, hypotheses, prefixes):
         parts_of[i].append(_translation(texts[i], ids, nbest, search.n_best, warnings[i],
-                                        tokenizer, languages[i], layout))
+                                        tokenizer, languages[i], layout, len(part_prefix)))
     return assemble(texts, parts_of, warnings, languages, search.n_best)
+
+
+def prefix_ids(prefix: str | list[str] | None, count: int, tokenizer: Tokenizer,
+               max_positions: int) -> list[list[int]]:
+    """The target ids each of ``count`` texts must start with: ``prefix`` for all, or one per
+    text; a prefix that leaves no room in the model's positions is one sentence."""
+    if prefix is None:
+        return [[] for _ in range(count)]
+    if isinstance(prefix, str):
+        prefix = [prefix] * count
+    if len(prefix) != count:
+        raise TranslateError(f"{len(prefix)} prefixes for {count} texts; give one prefix, or "
+                             "one per text")
+    forced = [tokenizer.encode_target(text) for text in prefix]
+    longest = max((len(ids) for ids in forced), default=0)
+    if longest >= max_positions:
+        raise TranslateError(f"the prefix has {longest} pieces, more than the model can write "
+                             f"before its end ({max_positions - 1})")
+    return forced
 
 
 def assemble(texts: list[str], parts_of: list[list[Translation]], warnings: list[list[str]],
@@ -385,7 +457,7 @@ def _source_parts(text: str, tokenizer: Tokenizer, limit: int, direction: str | 
 
 def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: int,
                  warnings: list[str], tokenizer: Tokenizer, target_language: str | None,
-                 layout: AttentionLayout | None) -> Translation:
+                 layout: AttentionLayout | None, prefix_pieces: int = 0) -> Translation:
     # a tag (the first id, when there is a target language) is no source word: its piece and
     # its attention column are left out of what is returned for reading and drawing
     skip = int(target_language is not None)
@@ -404,10 +476,22 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
             warnings=warnings,
             target_language=target_language,
             layout=layout if attention is not None else None,
+            prefix_pieces=prefix_pieces,
+            **_weighed(hypothesis, tokenizer),
         ))
     best = dataclasses.replace(translations[0])
     best.nbest = translations if n_best > 1 else []
     return best
+
+
+def _weighed(hypothesis: Hypothesis, tokenizer: Tokenizer) -> dict[str, Any]:
+    """The `Translation` fields of what ``hypothesis`` weighed, its ids turned into pieces."""
+    if hypothesis.alternatives is None:
+        return {}
+    return {"token_log_probs": hypothesis.token_log_probs,
+            "alternatives": [list(zip(tokenizer.target_pieces([i for i, _ in step]),
+                                      [p for _, p in step]))
+                             for step in hypothesis.alternatives]}
 
 
 def changed_search(search: SearchConfig, changes: dict[str, Any]) -> SearchConfig:
@@ -549,12 +633,13 @@ class Translator:
 
     def translate(self, texts: list[str], need_attention: bool = True,
                   target_language: str | None = None, batch_size: int = 32,
-                  **search: Any) -> list[Translation]:
+                  prefix: str | list[str] | None = None, **search: Any) -> list[Translation]:
         """`decode_texts` with this translator's decoder, tokenizer, direction and search
         settings, any of which a keyword changes for this call only (``beam_size=1``,
         ``n_best=3``, ...); ``target_language`` ("en" or "hi") tells a model of both
         directions which language to write (None: the one a tag at the start of a text, or
-        else its script, suggests)."""
+        else its script, suggests); ``prefix`` starts each translation (`decode_texts`);
+        ``alternatives=5`` records what the model weighed (`Translation.words`)."""
         settings = self.searched(**search) if search else self.config.search
         return decode_texts(self.decoder, self.tokenizer, texts, settings, self.direction,
-                            batch_size, need_attention, target_language)
+                            batch_size, need_attention, target_language, prefix)
