@@ -61,3 +61,34 @@ def test_bad_files(tmp_path):
         load_config(scalar)
     with pytest.raises(ConfigError, match="section.key=value"):
         load_config(None, ["max_steps"])
+
+
+def test_a_legacy_search_override_wins_over_the_config_file_and_says_so(capsys):
+    """train.test_beam_size=1 on the command line, with configs/iitb.yaml's search.beam_size: 5:
+    the command line wins, and the notice says what the override was read as and what it
+    replaced (issue 30: it was announced as read, then dropped for the file's 5)."""
+    config = load_config(CONFIGS / "iitb.yaml", ["train.test_beam_size=1"])
+    assert config.search.beam_size == 1
+    notice = capsys.readouterr().err
+    assert "train.test_beam_size=1 is read as search.beam_size=1" in notice
+    assert "replacing search.beam_size: 5" in notice
+
+
+@pytest.mark.parametrize("overrides, beam", [
+    (["search.beam_size=3", "train.test_beam_size=1"], 1),
+    (["train.test_beam_size=1", "search.beam_size=3"], 3),
+])
+def test_a_legacy_override_counts_where_it_stands_among_the_overrides(overrides, beam):
+    """A renamed key is an override like any other: the last one given wins."""
+    assert load_config(CONFIGS / "iitb.yaml", overrides).search.beam_size == beam
+
+
+def test_legacy_search_keys_in_a_config_file_still_read(tmp_path, capsys):
+    """A file written before the search section: its train: search keys are read as search:
+    keys, with a notice; one it also sets under search: keeps its search: value."""
+    path = tmp_path / "old.yaml"
+    path.write_text("train:\n  test_beam_size: 4\n  length_penalty: 0.6\n"
+                    "search:\n  length_penalty: 1.2\n", encoding="utf-8")
+    config = load_config(path)
+    assert (config.search.beam_size, config.search.length_penalty) == (4, 1.2)
+    assert "train.test_beam_size → search.beam_size" in capsys.readouterr().err

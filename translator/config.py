@@ -309,9 +309,10 @@ LEGACY_SEARCH_KEYS = {"test_beam_size": "beam_size", "no_repeat_ngram": "no_repe
                       "no_doubled_words": "no_doubled_words", "length_penalty": "length_penalty"}
 
 
-def move_legacy_search_keys(values: dict[str, Any], where: str) -> None:
+def move_legacy_search_keys(values: dict[str, Any], where: str, wins: bool = False) -> None:
     """Move the search keys a config written before the search section holds under train:
-    into search:, in place, with a one-line notice (a key set in search: wins)."""
+    into search:, in place, with a one-line notice. A key the file also sets in search:
+    keeps that value; with ``wins`` (keys an override put under train:) the moved key wins."""
     train = values.get("train")
     if not isinstance(train, dict):
         return
@@ -322,9 +323,30 @@ def move_legacy_search_keys(values: dict[str, Any], where: str) -> None:
     if not isinstance(search, dict):
         return  # _build names the malformed section
     for key in moved:
-        search.setdefault(LEGACY_SEARCH_KEYS[key], train.pop(key))
+        if wins:
+            search[LEGACY_SEARCH_KEYS[key]] = train.pop(key)
+        else:
+            search.setdefault(LEGACY_SEARCH_KEYS[key], train.pop(key))
     names = ", ".join(f"train.{key} → search.{LEGACY_SEARCH_KEYS[key]}" for key in moved)
     sys.stderr.write(f"notice: {where} has search keys under train:, read as {names}\n")
+
+
+def renamed_override(override: str, values: dict[str, Any]) -> str:
+    """An override of a search key under its old train: name (train.test_beam_size=1) as the
+    override of its search: key (search.beam_size=1), with a notice of what it is read as and
+    the value it replaces; any other override as it is. Renamed before it is applied, it wins
+    over the config file and counts where it stands among the overrides, as any override."""
+    dotted, equals, raw = override.partition("=")
+    section, _, key = dotted.strip().partition(".")
+    if not equals or section != "train" or key not in LEGACY_SEARCH_KEYS:
+        return override
+    new_key = LEGACY_SEARCH_KEYS[key]
+    search = values.get("search")
+    replaced = (f", replacing search.{new_key}: {search[new_key]}"
+                if isinstance(search, dict) and new_key in search else "")
+    sys.stderr.write(f"notice: the override train.{key}={raw} is read as search.{new_key}={raw}"
+                     f" (search keys moved from train: to search:){replaced}\n")
+    return f"search.{new_key}={raw}"
 
 
 def _type_name(expected: Any) -> str:
@@ -432,8 +454,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                               "model:, train:, ...)")
     move_legacy_search_keys(values, str(path) if path is not None else "the config")
     for override in overrides or []:
-        apply_override(values, override)
-    move_legacy_search_keys(values, "an override")
+        apply_override(values, renamed_override(override, values))
+    move_legacy_search_keys(values, "an override", wins=True)  # a whole train= section
     return _build(Config, values, "")
 
 
