@@ -1,9 +1,18 @@
-"""The translation server, for real: a server on port 0 in a thread of the test, spoken to
-over HTTP. /translate answers what `Translator.translate` does for the same sentences and
-settings, in OpenNMT-py's shape; every bad request gets its 4xx with one sentence and the
-next good one still works; 8 clients × 25 requests are all answered, correctly; GET / in
-headless Chromium takes the Rajesh sentence and draws its explorer grid, with no script error
-and no request off 127.0.0.1; SIGTERM and SIGINT stop `python -m translator serve` cleanly."""
+"""The translation server. The service and its work queue are called directly: /translate
+answers what `Translator.translate` does for the same sentences and settings, in OpenNMT-py's
+shape; sentences of concurrent requests are decoded together (16 requests queued at once: one
+batch, the answers of one request at a time), options that differ in different batches, a
+long request in turns with short ones, a failing sentence failing only its request, work over
+the limits refused, a request out of time answered 503, and closing interrupts the batch
+being decoded. A server on port 0 in a thread of the test, spoken to over HTTP: every bad
+request gets its 4xx with one sentence and the next good one still works (HEAD, 100-continue,
+a body cut short, a 500); 16 concurrent clients get the sequential answers, also beside bad
+and disconnecting clients and a maximal legal request; GET / in headless Chromium takes the
+Rajesh sentence and draws its explorer grid, with no script error and no request off
+127.0.0.1. The command: SIGTERM and SIGINT stop `python -m translator serve` cleanly, a
+request in flight answered 503; --port out of range and a bad limit are one sentence, exit 2;
+--backend ct2 serves an export. Every socket read and process wait has a deadline; nothing
+asserts on how long something took (bench/serve_bench.py measures that)."""
 
 import http.client
 import io
@@ -29,12 +38,14 @@ from translator.links import format_line
 from translator.serve import (
     MAX_SENTENCES,
     SERVICE_STATUS,
+    Limits,
     ServiceError,
     TranslationService,
     make_server,
     parse_request,
 )
 from translator.translate import Translator
+from translator.work_queue import Options
 
 RAJESH = "राजेश ने कल शाम को अपनी बहन के लिए दिल्ली से मुंबई की ट्रेन टिकट बुक की"
 SENTENCES = [
@@ -93,6 +104,212 @@ def links_of(translation) -> str:
     words = word_alignment(translation.attention, translation.source_pieces,
                            translation.target_pieces)
     return format_line(hard_links(words.weights))
+
+
+SIXTEEN = [f"{SENTENCES[i % 4]} {i}" for i in range(16)]  # sixteen different sentences
+
+
+def answer_of(service: TranslationService, items: list[dict]) -> list[list[dict]]:
+    """The service's /translate answer to ``items``, without HTTP."""
+    return service.translate(parse_request(json.dumps(items).encode("utf-8")))
+
+
+def assert_same_answers(got: list, expected: list) -> None:
+    """The answers hold the same texts and links; the scores differ only by float rounding
+    (a sentence decoded in a batch is padded: its sums run in another order)."""
+    assert len(got) == len(expected)
+    for answer, reference in zip(got, expected):
+        for rank, reference_rank in zip(answer, reference, strict=True):
+            for record, want in zip(rank, reference_rank, strict=True):
+                assert {**record, "pred_score": 0} == {**want, "pred_score": 0}
+                assert record["pred_score"] == pytest.approx(want["pred_score"], abs=1e-4)
+
+
+def wait_until(condition, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def make_service(translator):
+    """Services of ``translator``, closed after the test; their queues wait for
+    ``service.queue.start()`` unless ``start=True``, so a test can fill them first."""
+    made = []
+
+    def make(limits: Limits | None = None, start: bool = False) -> TranslationService:
+        made.append(TranslationService(translator, limits=limits, start=start))
+        return made[-1]
+
+    yield make
+    for service in made:
+        service.close()
+
+
+def record_batches(monkeypatch, translator) -> list[tuple[list[str], dict]]:
+    """The texts and keywords of every `Translator.translate` call from now on."""
+    calls = []
+    translate = translator.translate
+
+    def recording(texts, **keywords):
+        calls.append((list(texts), keywords))
+        return translate(texts, **keywords)
+
+    monkeypatch.setattr(translator, "translate", recording)
+    return calls
+
+
+def queued_at_once(service: TranslationService, requests: list[list[dict]]) -> list:
+    """Each request from its own thread, all in the (unstarted) queue before it starts, in
+    the order given; the answers, or the errors raised, in order."""
+    with ThreadPoolExecutor(len(requests)) as pool:
+        futures, queued = [], 0
+        for items in requests:
+            futures.append(pool.submit(answer_of, service, items))
+            queued += len(items)
+            wait_until(lambda n=queued: service.queue.waiting()[0] == n, "queued")
+        service.queue.start()
+        return [future.exception(timeout=300) or future.result() for future in futures]
+
+
+# ---------------------------------------------------------------- the queue
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_sixteen_requests_queued_at_once_are_one_batch_with_the_sequential_answers(
+        make_service, beam):
+    sequential = make_service(start=True)
+    expected = [answer_of(sequential, [{"src": s, "beam": beam}]) for s in SIXTEEN]
+    assert len({answer[0][0]["tgt"] for answer in expected}) >= 8  # a mix-up would show
+    service = make_service()
+    answers = queued_at_once(service, [[{"src": s, "beam": beam}] for s in SIXTEEN])
+    assert (service.queue.batches, service.queue.sentences) == (1, 16)
+    assert_same_answers(answers, expected)
+
+
+def test_sentences_asking_for_different_options_go_to_different_batches(
+        make_service, translator, monkeypatch):
+    requests = [[{"src": SENTENCES[0], "beam": 1}], [{"src": SENTENCES[3], "beam": 3}],
+                [{"src": SENTENCES[3], "beam": 1, "align": False}],
+                [{"src": SENTENCES[0], "beam": 3, "n_best": 2}],
+                [{"src": SENTENCES[1], "beam": 1}, {"src": SENTENCES[1], "beam": 3}]]
+    sequential = make_service(start=True)
+    expected = [answer_of(sequential, items) for items in requests]
+    calls = record_batches(monkeypatch, translator)
+    answers = queued_at_once(make_service(), requests)
+    assert_same_answers(answers, expected)
+    batches = sorted((call[1]["beam_size"], call[1]["n_best"], call[1]["need_attention"],
+                      sorted(call[0])) for call in calls)
+    assert batches == [(1, 1, False, [SENTENCES[3]]),
+                       (1, 1, True, sorted([SENTENCES[0], SENTENCES[1]])),
+                       (3, 1, True, sorted([SENTENCES[3], SENTENCES[1]])),
+                       (3, 2, True, [SENTENCES[0]])]
+
+
+def test_a_long_request_takes_turns_with_a_short_one(make_service, translator, monkeypatch):
+    long = [f"{RAJESH} {i}" for i in range(4)]
+    [pieces] = {len(ids) for ids in translator.tokenizer.encode_sources(long)}
+    calls = record_batches(monkeypatch, translator)
+    service = make_service(Limits(sentence_pieces=pieces, batch_pieces=pieces))  # one a batch
+    long_answer, short_answer = queued_at_once(service, [[{"src": s} for s in long],
+                                                         [{"src": SENTENCES[0]}]])
+    # the long request came first: one of its sentences, then the short request, which has
+    # had no decoding time yet, then the rest of the long one
+    assert [texts for texts, _ in calls] == [long[:1], SENTENCES[:1], *[[s] for s in long[1:]]]
+    assert [record["src"] for record in long_answer[0]] == long
+    assert short_answer[0][0]["tgt"] == translator.translate(SENTENCES[:1])[0].text
+
+
+def test_a_failing_sentence_fails_only_its_request(make_service, translator, monkeypatch):
+    requests = [[{"src": SENTENCES[0]}], [{"src": "FAIL"}], [{"src": SENTENCES[3]}]]
+    expected = [answer_of(make_service(start=True), items) for items in requests[::2]]
+    translate = translator.translate
+
+    def failing(texts, **keywords):
+        if "FAIL" in texts:
+            raise RuntimeError("a planted failure")
+        return translate(texts, **keywords)
+
+    monkeypatch.setattr(translator, "translate", failing)
+    service = make_service()
+    first, failed, last = queued_at_once(service, requests)
+    assert isinstance(failed, RuntimeError) and str(failed) == "a planted failure"
+    assert_same_answers([first, last], expected)
+    assert (service.queue.batches, service.queue.sentences) == (1, 3)  # one batch, retried
+
+
+def test_work_over_the_limits_is_refused_naming_the_limit_and_the_count(make_service,
+                                                                        translator):
+    one, two = (len(ids) for ids in translator.tokenizer.encode_sources(
+        [RAJESH, SENTENCES[0]]))
+    items = [{"src": RAJESH}, {"src": SENTENCES[0]}]
+    service = make_service(Limits(sentence_pieces=one - 1))
+    with pytest.raises(ServiceError) as refused:
+        answer_of(service, items)
+    assert refused.value.kind == "too_large" and SERVICE_STATUS["too_large"] == 413
+    assert refused.value.message == (f"sentence 0 has {one} source pieces, more than this "
+                                     f"server's limit of {one - 1} a sentence; split it")
+    service = make_service(Limits(sentence_pieces=one, request_pieces=one + two - 1))
+    with pytest.raises(ServiceError) as refused:
+        answer_of(service, items)
+    assert refused.value.kind == "too_large"
+    assert f"the request has {one + two} source pieces, more than this server's limit of " \
+           f"{one + two - 1} a request" in refused.value.message
+    assert service.queue.waiting() == (0, 0)  # refused before queueing
+    at_the_limits = make_service(Limits(sentence_pieces=one, request_pieces=one + two),
+                                 start=True)
+    assert [r["src"] for r in answer_of(at_the_limits, items)[0]] == [RAJESH, SENTENCES[0]]
+
+
+def test_a_request_out_of_time_is_unavailable_and_leaves_the_queue(make_service):
+    service = make_service(Limits(request_seconds=0.05))  # its queue never starts
+    with pytest.raises(ServiceError) as refused:
+        answer_of(service, [{"src": SENTENCES[0]}, {"src": SENTENCES[3]}])
+    assert refused.value.kind == "unavailable" and SERVICE_STATUS["unavailable"] == 503
+    assert "not translated within 0.05 seconds" in refused.value.message
+    assert service.queue.waiting() == (0, 0)
+
+
+def test_align_false_computes_no_attention(make_service, translator):
+    service = make_service(start=True)
+    sentences = parse_request(json.dumps([{"src": RAJESH, "align": False}]).encode())
+    assert sentences[0].options == Options(n_best=1, need_attention=False)
+    [translation] = service.translations(sentences)
+    assert translation.attention is None
+    [[record]] = service.translate(sentences)
+    assert "align" not in record and record["tgt"] == translator.translate([RAJESH])[0].text
+
+
+def test_closing_interrupts_the_batch_being_decoded(make_service, translator):
+    """A step made slow (a hook on the decoder's layer): once the service is closed, the
+    request is answered "stopping" and the model is not called again."""
+    service = make_service(start=True)
+    decoding, closing, calls_after_close = threading.Event(), threading.Event(), []
+
+    def slow_step(module, inputs):
+        decoding.set()
+        if closing.is_set():
+            calls_after_close.append(module)
+        time.sleep(0.02)
+
+    hook = translator.model.decoder_layers[0].register_forward_pre_hook(slow_step)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(answer_of, service, [{"src": s, "beam": 8} for s in SIXTEEN])
+            assert decoding.wait(timeout=120)
+            closing.set()
+            service.close()
+            refused = future.exception(timeout=120)
+    finally:
+        hook.remove()
+    assert isinstance(refused, ServiceError) and refused.kind == "unavailable"
+    assert "the server is stopping" in refused.message
+    assert len(calls_after_close) <= 1  # the step under way when it closed, at most
+    assert service.queue.waiting() == (0, 0)
+    with pytest.raises(ServiceError, match="stopping"):  # and it takes no more
+        answer_of(service, [{"src": SENTENCES[0]}])
 
 
 # ---------------------------------------------------------------- what /translate answers
