@@ -153,3 +153,25 @@ def fitted_run(tmp_path_factory) -> Path:
         return write_fitted_run(tmp_path_factory.mktemp("runs") / "fitted")
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory) -> dict[str, list[str]]:
+    """Overrides that train on small TSV files cut from the embedded corpus, for quick runs:
+    "general" (800 training and 60 dev pairs of every domain but health, 60 test pairs) and
+    "health" (300 health pairs to fine-tune on, 40 dev pairs)."""
+    folder = tmp_path_factory.mktemp("small_corpus")
+    train, dev = read_split("train"), read_split("dev") + read_split("dev2")
+    sets = {"general_train": [p for p in train if p[2] != "health"][:800],
+            "general_dev": [p for p in dev if p[2] != "health"][:60],
+            "general_test": [p for p in read_split("test") if p[2] != "health"][:60],
+            "health_train": [p for p in train if p[2] == "health"][:300],
+            "health_dev": [p for p in dev if p[2] == "health"][:40]}
+    for name, pairs in sets.items():
+        (folder / f"{name}.tsv").write_text("".join(f"{hi}\t{en}\n" for hi, en, _ in pairs),
+                                            encoding="utf-8")
+    return {kind: ["data.source=files", f"data.train_path={folder}/{kind}_train.tsv",
+                   f"data.dev_path={folder}/{kind}_dev.tsv"]
+            + ([f"data.test_path={folder}/general_test.tsv"] if kind == "general"
+               else ["data.test_path=null"])
+            for kind in ("general", "health")}

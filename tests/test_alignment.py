@@ -1,6 +1,7 @@
 """Alignment: pieces merged to words, layer/head selection, hard links, AER, Pharaoh files,
 attention extraction from a (tiny, untrained) model, and the align command end to end."""
 
+import types
 
 import pytest
 import torch
@@ -11,16 +12,20 @@ from translator.alignment import (
     AlignmentError,
     align_pairs,
     alignment_error_rate,
+    attribution_matrix,
+    attribution_words,
     hard_links,
     merge_to_words,
     piece_words,
     resolve_layer,
     select_attention,
     teacher_forced_attentions,
+    translation_attribution,
 )
 from translator.cli import align_main
 from translator.config import SearchConfig
 from translator.links import LinksError, format_line, read_pharaoh
+from translator.model import ModelConfig, Transformer
 from translator.translate import Translator, translate
 
 # Two source words in three pieces, two target words in three pieces.
@@ -259,3 +264,89 @@ def test_align_command_bad_input_is_one_sentence(tiny, tmp_path, capsys):
                        str(gold)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "points past" in err and len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- attribution
+
+SPECIALS = types.SimpleNamespace(bos_id=2, eos_id=3)
+
+
+@pytest.fixture(scope="module")
+def double_model():
+    """A tiny random model in float64, so that finite differences are exact enough."""
+    torch.manual_seed(0)
+    config = ModelConfig(d_model=16, heads=2, layers=2, d_ff=32, dropout=0.0,
+                         source_vocab_size=30, target_vocab_size=30, pad_id=0,
+                         max_positions=32)
+    return Transformer(config).double().eval()
+
+
+def log_prob_with_embeddings_scaled(model, source_ids, target_ids, t, pieces, factor):
+    """log p(target piece t) when the token embeddings of source ``pieces`` are × ``factor``
+    (the position signal untouched)."""
+    source = torch.tensor([source_ids + [SPECIALS.eos_id]])
+    target = torch.tensor([[SPECIALS.bos_id, *target_ids, SPECIALS.eos_id]])
+    tokens = model.source_embeddings.tokens(source) * model.source_embeddings.scale
+
+    def scale(module, inputs, output):
+        changed = output.clone()
+        changed[0, pieces] += (factor - 1) * tokens[0, pieces]
+        return changed
+
+    handle = model.source_embeddings.register_forward_hook(scale)
+    with torch.no_grad():
+        memory, mask = model.encode(source)
+    handle.remove()
+    with torch.no_grad():
+        logits = model.decode(target[:, :-1], memory, mask).logits
+    return logits.log_softmax(-1)[0, t, target[0, t + 1]].item()
+
+
+SOURCE_IDS, TARGET_IDS = [5, 9, 14, 7], [11, 4, 20]
+
+
+def test_input_times_gradient_equals_a_finite_difference(double_model):
+    matrix = attribution_matrix(double_model, SPECIALS, SOURCE_IDS, TARGET_IDS)
+    assert matrix.shape == (len(TARGET_IDS) + 1, len(SOURCE_IDS) + 1)
+    epsilon = 1e-5
+    for t in range(len(TARGET_IDS) + 1):
+        for s in range(len(SOURCE_IDS) + 1):
+            up, down = (log_prob_with_embeddings_scaled(double_model, SOURCE_IDS, TARGET_IDS,
+                                                        t, [s], 1 + sign * epsilon)
+                        for sign in (1, -1))
+            assert matrix[t, s].item() == pytest.approx((up - down) / (2 * epsilon),
+                                                        rel=1e-4, abs=1e-7)
+
+
+def test_integrated_gradients_add_up_to_the_change_from_zero_embeddings(double_model):
+    matrix = attribution_matrix(double_model, SPECIALS, SOURCE_IDS, TARGET_IDS, steps=100)
+    every = list(range(len(SOURCE_IDS) + 1))
+    for t in range(len(TARGET_IDS) + 1):
+        full, zero = (log_prob_with_embeddings_scaled(double_model, SOURCE_IDS, TARGET_IDS, t,
+                                                      every, factor) for factor in (1.0, 0.0))
+        assert matrix[t].sum().item() == pytest.approx(full - zero, rel=0.02, abs=1e-3)
+
+
+def test_a_translations_attribution_has_word_rows_that_sum_to_one(tiny):
+    model, tokenizer, _ = tiny
+    for beam in (1, 3):
+        result = translate(model, tokenizer, [SENTENCES[0][0], SENTENCES[2][0]],
+                           SearchConfig(beam_size=beam), need_attention=False)
+        for t in result:
+            words = translation_attribution(model, tokenizer, t)
+            attention_words = piece_words(t.target_pieces)[0]
+            assert words.target_words == attention_words
+            assert words.source_words == t.source.split()
+            assert torch.allclose(words.weights.sum(1), torch.ones(len(attention_words)),
+                                  atol=1e-5)
+            assert (words.weights >= 0).all()
+
+
+def test_attribution_words_sum_pieces_before_taking_magnitudes():
+    signed = torch.tensor([[0.3, -0.2, 0.1, 9.0],   # tick: टि +0.3, कट -0.2, शाम +0.1
+                           [0.1, 0.4, -0.3, 9.0],   # et
+                           [0.0, 0.0, -0.5, 9.0],   # evening
+                           [9.0, 9.0, 9.0, 9.0]])   # the EOS row and column are dropped
+    words = attribution_words(signed, SOURCE_PIECES, TARGET_PIECES)
+    # ticket: टिकट 0.3 - 0.2 + 0.1 + 0.4 = 0.6, शाम 0.1 - 0.3 = -0.2 → 0.75, 0.25
+    assert words.weights.flatten().tolist() == pytest.approx([0.75, 0.25, 0.0, 1.0])

@@ -43,6 +43,7 @@ ORDER = [
     "cache",  # the prepared-data cache: keys, entries, list and clear
     "encoded",  # token ids as arrays; the three stages of prepare_data, kept in the cache
     "guided",  # guided alignment: word links of the train pairs → piece links, cached
+    "finetune",  # --init-from: the parent's config, tokenizer and weights; data coverage
     # the model
     "dropout",  # inverted dropout from a fast random stream (CPU), its seed and state
     "attention",  # the seeds' four steps, multi-head attention, the KV cache
@@ -50,6 +51,7 @@ ORDER = [
     "search",  # greedy and beam search
     "decoders",  # source ids → hypotheses: PyTorch (our search) or CTranslate2
     "translate",  # the one decoding path: the Translator's text handling, for both decoders
+    "model_card",  # MODEL_CARD.md of a run or an export, from the run folder
     # views of a trained model
     "alignment",  # cross-attention → word alignments, AER
     "timeline",  # attention over training: the showcase force-decoded at each validation
@@ -57,6 +59,7 @@ ORDER = [
     "explorer",  # the interactive attention explorer
     "page",  # the model in one offline page: export_page, its JavaScript decoder
     "drawing",  # a run's pictures (showcase, curves) and a translation's (--plot, --html)
+    "tensorboard_log",  # train.tensorboard: scalars and showcase heatmaps as event files
     # serving and deployment
     "ct2",  # CTranslate2: export-ct2
     "hf",  # Hugging Face transformers: export-hf (Marian or Pegasus, MarianTokenizer)

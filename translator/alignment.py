@@ -382,6 +382,88 @@ def teacher_forced_attentions(
     return results
 
 
+# ---------------------------------------------------------------- attribution
+
+ATTRIBUTION_TITLE = "input × gradient: what each word's log-probability depended on"
+
+
+def attribution_matrix(model: Transformer, tokenizer: Tokenizer, source_ids: list[int],
+                       target_ids: list[int], steps: int = 1) -> Tensor:
+    """How much each source piece's embedding contributed to the log-probability of each
+    target piece, signed, [T+1, S+1] (rows: ``target_ids`` then the EOS; columns: the source
+    pieces then the source EOS): the gradient of log p(y_t) with respect to the piece's token
+    embedding (× √d_model, as the model adds it to the position signal), times that embedding,
+    summed over its dimensions. ``steps`` > 1: integrated gradients (Sundararajan et al.
+    2017) from a zero embedding, the gradient averaged at the midpoints of ``steps`` intervals;
+    ``steps`` = 1 is plain input × gradient (the rows then sum to the first-order change)."""
+    device = next(model.parameters()).device
+    source = torch.tensor([source_ids + [tokenizer.eos_id]] * steps, device=device)
+    target = torch.tensor([[tokenizer.bos_id, *target_ids, tokenizer.eos_id]] * steps,
+                          device=device)
+    embeddings = model.source_embeddings
+    tokens = (embeddings.tokens(source) * embeddings.scale).detach()
+    # the scaled inputs, one row each: α = 1 (input × gradient), or the midpoints of
+    # integrated gradients' ``steps`` intervals between 0 and 1
+    alphas = torch.ones(1, device=device, dtype=tokens.dtype) if steps == 1 else (
+        torch.arange(steps, device=device, dtype=tokens.dtype) + 0.5) / steps
+    alphas = alphas[:, None, None]
+    scaled: list[Tensor] = []
+
+    def scale_tokens(module, inputs, output):  # output: tokens + positions (dropout off)
+        scaled.append(output - (1 - alphas) * tokens)
+        return scaled[-1]
+
+    with evaluating(model), torch.enable_grad():
+        handle = embeddings.register_forward_hook(scale_tokens)
+        try:  # only the encoder's call: a shared embedding table also embeds the target
+            memory, source_mask = model.encode(source)
+        finally:
+            handle.remove()
+        logits = model.decode(target[:, :-1], memory, source_mask).logits
+        chosen = logits.log_softmax(-1).gather(2, target[:, 1:, None])[..., 0]  # [steps, T+1]
+        rows = []
+        for t in range(chosen.size(1)):
+            (gradient,) = torch.autograd.grad(chosen[:, t].sum(), scaled[0],
+                                              retain_graph=t < chosen.size(1) - 1)
+            rows.append((gradient.mean(0) * tokens[0]).sum(-1))
+    return torch.stack(rows).detach().float().cpu()
+
+
+def attribution_words(matrix: Tensor, source_pieces: Sequence[str],
+                      target_pieces: Sequence[str]) -> WordAlignment:
+    """A signed piece-level `attribution_matrix` [T+1, S+1] as words, read like attention:
+    a target word's row is the sum of its pieces' rows (the gradient of its log-probability,
+    the sum of theirs), a source word's column the sum of its pieces' (contributions add),
+    then magnitudes, the EOS row and column dropped, and each row normalised to sum to 1."""
+    source_words, source_of_piece = piece_words(source_pieces)
+    target_words, target_of_piece = piece_words(target_pieces)
+    num_target, num_source = len(target_pieces), len(source_pieces)
+    rows = _grouping(target_of_piece, len(target_words)).t()  # [target words, T]
+    columns = _grouping(source_of_piece, len(source_words))  # [S, source words]
+    merged = (rows @ matrix[:num_target, :num_source].float() @ columns).abs()
+    merged = merged / merged.sum(1, keepdim=True).clamp_min(1e-12)
+    return WordAlignment(source_words, target_words, merged)
+
+
+def translation_attribution(model: Transformer, tokenizer: Tokenizer,
+                            translation: Translation, steps: int = 1) -> WordAlignment:
+    """The word-level attribution (`attribution_words`) of a translation by ``model``: its
+    source as the model read it (a tag first for a model of both directions, left out of the
+    result), its output as written (a forced prefix included). An input split into parts is
+    too long for one pass and refused."""
+    if not translation.source_pieces or not translation.target_pieces:
+        raise AlignmentError("an empty input or output has no attribution")
+    source_ids = _tagged_source(tokenizer, translation.source, model,
+                                translation.target_language)
+    tag = len(source_ids) - len(translation.source_pieces)
+    if tokenizer.source_pieces(source_ids[tag:]) != list(translation.source_pieces):
+        raise AlignmentError("the translation's source pieces are not those of its text; "
+                             "an input split into parts has no attribution")
+    matrix = attribution_matrix(model, tokenizer, source_ids, translation.tokens, steps)
+    return attribution_words(matrix[:, tag:], translation.source_pieces,
+                             translation.target_pieces)
+
+
 # ---------------------------------------------------------------- hard links and AER
 
 

@@ -26,6 +26,7 @@ from translator.distributed import from_main_process, init_distributed
 from translator.dropout import dropout_state, seed_dropout, set_dropout_state
 from translator.encoded import EncodedCorpus, prepare_data
 from translator.errors import TranslatorError
+from translator.finetune import check_coverage, copy_parent_tokenizer, start_from_parent
 from translator.guided import guided_alignment_targets
 from translator.links import Link
 from translator.model import Transformer
@@ -159,7 +160,8 @@ def check_fits(model: ModelConfig, batch_tokens: int, device: torch.device) -> N
 
 def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     """Processes, device, seeds, logging, data, tokenizer, model, optimiser and batches for
-    ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``)."""
+    ``config``, in the run folder ``run_dir`` (whose tokenizer is reused when ``resume``). A
+    new fine-tune (train.init_from) takes its parent's tokenizer and weights."""
     rank, world_size = init_distributed()
     cfg = config.train
     if cfg.threads > 0:
@@ -172,8 +174,11 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     if rank == 0:
         run_dir.checkpoints_dir.mkdir(parents=True, exist_ok=True)
     setup_logging(run_dir if rank == 0 else None)
+    fine_tune = cfg.init_from is not None and not resume
+    if fine_tune and rank == 0:
+        copy_parent_tokenizer(config, run_dir.tokenizer_dir)
     # clean splits, tokenizer (trained on rank 0 of a new run) and token ids, from the cache
-    prepared = prepare_data(config, run_dir.tokenizer_dir, resume, rank)
+    prepared = prepare_data(config, run_dir.tokenizer_dir, resume or fine_tune, rank)
     log.info("data: %s", prepared.summary().replace("\n", "; "))
     tokenizer = prepared.tokenizer
     config = dataclasses.replace(config, model=resolved_model_config(config.model, tokenizer))
@@ -183,6 +188,11 @@ def build_run(config: Config, run_dir: RunDir, resume: bool = False) -> Run:
     if cfg.alignment_weight > 0:
         config, train_data.piece_links = guided_alignment_targets(config, prepared, rank)
     model = Transformer(config.model).to(device)
+    if fine_tune:  # the parent's weights; its digest goes into config.yaml
+        check_coverage(prepared)
+        digest = start_from_parent(config, model, tokenizer.fingerprint())
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                       init_sha256=digest))
     budget = Budget(cfg)
     optimizer, scheduler = build_optimizer(model, cfg, budget)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")

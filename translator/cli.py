@@ -1,6 +1,6 @@
 """The command line: one command with eleven subcommands, also installed as console scripts.
 
-    python -m translator train [--config FILE] [--resume RUN] [section.key=value ...]
+    python -m translator train [--config FILE] [--resume RUN | --init-from RUN] [key=value ...]
     python -m translator translate "TEXT" [--run RUN] [--to en|hi] [--beam N]
                                           [--plot FILE.png] [--html FILE.html]
     python -m translator evaluate [--run RUN] [--src FILE --ref FILE] [--to en|hi]
@@ -42,6 +42,7 @@ from translator.drawing import (
 )
 from translator.errors import TranslatorError, write_failure
 from translator.evaluator import evaluate_run, evaluation_report
+from translator.finetune import fine_tune_config
 from translator.hf import export as export_hf
 from translator.lines import read_texts
 from translator.links import format_line
@@ -150,12 +151,15 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                         help="continue a run from its last checkpoint (its own config.yaml is "
                         "used; overrides still apply, e.g. train.max_steps=6000)")
+    parser.add_argument("--init-from", type=Path, metavar="RUN_DIR", help="fine-tune: a new "
+                        "run from RUN_DIR's weights, tokenizer and model (docs/training.md)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
                         help="dotted overrides, e.g. train.max_steps=200 model.layers=2")
 
 
 def run_train(args: argparse.Namespace) -> int:
-    config = run_config(args.config, args.resume, args.overrides, DEFAULT_CONFIG)
+    config = fine_tune_config(args.init_from, args.config, args.overrides, args.resume) \
+        if args.init_from else run_config(args.config, args.resume, args.overrides, DEFAULT_CONFIG)
     run_dir, code = train(config, resume=args.resume)
     print(run_dir)
     return code
@@ -262,11 +266,6 @@ def demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show the 3×3 'UPI payment failed' example under a causal mask")
 
 
-def run_demo_command(args: argparse.Namespace) -> int:
-    run_demo(causal=args.causal)
-    return 0
-
-
 def plot_run_arguments(parser: argparse.ArgumentParser) -> None:
     _run_arguments(parser, positional=True)
     parser.add_argument("--curves-only", action="store_true",
@@ -348,7 +347,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "translate": ("Translate sentences with a trained run.", translate_arguments, run_translate),
     "evaluate": ("BLEU, chrF and chrF++ of a trained run.", evaluate_arguments, run_evaluate),
     "align": ("Word alignments from cross-attention.", align_arguments, run_align),
-    "demo": ("The seeds' worked examples of attention.", demo_arguments, run_demo_command),
+    "demo": ("The seeds' worked examples of attention.", demo_arguments,
+             lambda args: run_demo(causal=args.causal) or 0),
     "plot-run": ("Redraw a run's pictures: RUN/curves.png (learning curves, from "
                  "metrics.jsonl) and, if the run has a checkpoint, the showcase sentences' "
                  "heatmaps and explorer pages in RUN/heatmaps/ (translated again).",

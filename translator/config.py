@@ -150,7 +150,8 @@ class TrainConfig:
     run_name: str | None = None  # the run folder's name; None: the date and time
     overwrite: bool = False  # allow reusing an existing run folder (it is never done silently)
     seed: int = 1  # seeds parameters, dropout and batch order
-    device: str = "auto"  # "auto" (CUDA if present, else CPU), "cpu", "cuda", "cuda:1", ...
+    device: str = "auto"  # "auto" (CUDA if present, then Apple's MPS, else CPU), "cpu",
+    # "cuda", "cuda:1", "mps"
     precision: str = "auto"  # auto (fp32 on CPUs; GPUs: bf16, else fp16), probe (a CPU with
     # native bf16 times fp32 and bf16 at the start and keeps the faster), fp32, bf16, fp16
     compile: bool = False  # torch.compile the model (slower start, faster steps on GPUs)
@@ -199,6 +200,14 @@ class TrainConfig:
     # attention in timeline.pt and log alignment AERs (translator/timeline.py); false: off; a
     # list of [source, reference] pairs is followed too, after the showcase
     timeline: bool | list[list[str]] = True
+    # TensorBoard: loss, learning rate, tokens/s, dev scores and the showcase heatmaps at each
+    # validation, into RUN/tensorboard (pip install -e '.[tensorboard]')
+    tensorboard: bool = False
+    # fine-tuning (train.py --init-from RUN): the parent run whose weights, tokenizer and model
+    # settings this run starts from, with a fresh optimiser, schedule and step count
+    init_from: str | None = None
+    init_checkpoint: str = "best"  # the parent's checkpoint: best, last, step-N
+    init_sha256: str | None = None  # the parent checkpoint's sha256, recorded by training
 
     def __post_init__(self) -> None:
         if self.precision not in ("auto", "probe", "fp32", "bf16", "fp16"):
@@ -456,6 +465,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     for override in overrides or []:
         apply_override(values, renamed_override(override, values))
     move_legacy_search_keys(values, "an override", wins=True)  # a whole train= section
+    return _build(Config, values, "")
+
+
+def build_config(values: dict[str, Any], overrides: list[str] | None = None) -> Config:
+    """A config from sections of keys (as `config_to_dict` gives them), overrides applied."""
+    values = {section: dict(keys) if isinstance(keys, dict) else keys
+              for section, keys in values.items()}
+    for override in overrides or []:
+        apply_override(values, renamed_override(override, values))
     return _build(Config, values, "")
 
 

@@ -35,6 +35,7 @@ from translator.config import Config, save_config
 from translator.decoders import CT2Error, require_ctranslate2
 from translator.exports import check_export_folder, write_export_record, written_whole
 from translator.model import Transformer
+from translator.model_card import write_export_card
 from translator.tokenizer import Tokenizer
 from translator.translate import Translator
 
@@ -153,4 +154,5 @@ def export(run: str | Path | None, out: str | Path, quantization: str = "int8",
             "run": str(translator.run_dir), "checkpoint": checkpoint,
             "quantization": quantization, "alignment_layer": layer,
             "alignment_heads": "mean of all", "ctranslate2": ctranslate2.__version__})
+        write_export_card(temporary)  # MODEL_CARD.md
     return out

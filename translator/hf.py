@@ -61,6 +61,7 @@ from translator.direction import Direction
 from translator.errors import TranslatorError
 from translator.exports import check_export_folder, write_export_record, written_whole
 from translator.model import Transformer
+from translator.model_card import write_export_card
 from translator.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from translator.translate import Translator
 
@@ -315,4 +316,5 @@ def export(run: str | Path | None, out: str | Path, checkpoint: str = "best") ->
             "architecture": type(theirs).__name__,
             "stacked_vocabulary": stacked(config.model),
             "transformers": transformers.__version__})
+        write_export_card(temporary, hub=True)  # MODEL_CARD.md and README.md
     return out

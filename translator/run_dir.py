@@ -11,7 +11,9 @@
         test_hypotheses.txt      the translations those scores were computed from
         test_hypotheses_en_hi.txt  and the en→hi ones of a run of both directions
         curves.png               the learning curves drawn from metrics.jsonl
+        MODEL_CARD.md            what the model is, its data, scores and limits (model_card.py)
         heatmaps/                the showcase sentences' alignment heatmaps and explorer pages
+        tensorboard/             TensorBoard's event files (train.tensorboard: true)
         timeline.pt              their attention on the references at every validation
     runs/latest -> 20261130-061500
 
@@ -21,6 +23,7 @@ Checkpoints are written atomically (`translator.checkpoint`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import time
@@ -114,6 +117,16 @@ class RunDir:
     def checkpoint(self, name: str) -> Path:
         """checkpoints/NAME.pt ("last", "best", "step-1200", ...)."""
         return self.checkpoints_dir / (name if name.endswith(".pt") else f"{name}.pt")
+
+    @property
+    def model_card_file(self) -> Path:
+        """MODEL_CARD.md (translator.model_card), rewritten at the end of training."""
+        return self.path / "MODEL_CARD.md"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        """TensorBoard's event files (train.tensorboard: true)."""
+        return self.path / "tensorboard"
 
     def hypotheses_file(self, name: str, beam_size: int) -> Path:
         """Where `evaluate` writes the hypotheses of a set: hypotheses-NAME-beamN.txt."""
@@ -236,6 +249,15 @@ class RunDir:
     def load_checkpoint(self, name: str, map_location: str | torch.device = "cpu"
                         ) -> dict[str, Any]:
         return load_checkpoint(self.checkpoint(name), map_location)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file (a checkpoint, as a fine-tune's parent and a model card name it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _claim(path: Path) -> bool:

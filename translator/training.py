@@ -45,10 +45,12 @@ from translator.dropout import dropout_state, set_dropout_state
 from translator.errors import TranslatorError
 from translator.evaluator import Evaluator, other_ways
 from translator.held_out import describe, score_held_out
+from translator.model_card import write_model_card
 from translator.recipe import average_weights, batch_loss
 from translator.reporting import say
 from translator.resume import check_resume
 from translator.run_dir import RunDir
+from translator.tensorboard_log import RunBoard, summary_writer_class
 from translator.timeline import Timeline
 
 
@@ -70,6 +72,8 @@ class Trainer:
         self.evaluations_without_improvement = 0
         self.stop_signal: int | None = None
         self.snapshots: list[dict[str, torch.Tensor]] = []  # for average_last
+        self.board = RunBoard(run.run_dir.tensorboard_dir) if (
+            run.main and self.cfg.tensorboard) else None
         # On a CPU the search runs in fp32 even when training runs in bf16: one sentence's
         # small matmuls gain nothing from bf16 there (beam 5 was 1.4× slower), and the test
         # score is then what translate.py, which decodes in fp32, gives
@@ -104,6 +108,9 @@ class Trainer:
                     "dropout": dropout_state()},
             "config": config_to_dict(run.config),
             "tokenizer": run.tokenizer.fingerprint(),
+            # what the model card says of the run beside its config
+            "facts": {"device": str(run.device), "processes": run.world_size,
+                      **{f"{split}_pairs": len(pairs) for split, pairs in run.splits.items()}},
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -233,6 +240,9 @@ class Trainer:
             improved = self.count_improvement(record)
             self.keep_best_checkpoints(record)
             self.write_metrics(record)
+            if self.board is not None:
+                self.board.log_validation(record, self.run.model, self.run.tokenizer,
+                                          self.run.config, self.run.device)
             say(f"step {self.step}: dev loss {record['dev_loss']:.3f}  ppl "
                 f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
                 f"{record['dev_chrf']:.1f}" + other_ways(record, self.evaluator.direction)
@@ -327,9 +337,12 @@ class Trainer:
         else:
             bar.set_postfix(step=self.step, loss=f"{loss:.3f}", lr=f"{lr:.2e}",
                             tok_s=f"{speed:,.0f}")
-        self.write_metrics({"kind": "train", "step": self.step, "loss": round(loss, 4), "lr": lr,
-                            "tokens_per_second": round(speed),
-                            "epoch": self.run.sampler.state_dict().get("epoch", 0)})
+        record = {"kind": "train", "step": self.step, "loss": round(loss, 4), "lr": lr,
+                  "tokens_per_second": round(speed),
+                  "epoch": self.run.sampler.state_dict().get("epoch", 0)}
+        self.write_metrics(record)
+        if self.board is not None:
+            self.board.log_train(record)
 
     def remember_weights(self) -> None:
         """Keep a CPU copy of the weights of each of the last ``average_last`` validations."""
@@ -367,6 +380,16 @@ class Trainer:
         say(f"stopped by {name} at step {self.step}; checkpoint saved to {path}; continue with: "
             f"python scripts/train.py --resume {self.run.run_dir}")
         return 128 + self.stop_signal
+
+    def validate_parent(self) -> None:
+        """A fine-tune's starting point: the parent's weights on the new dev split, before
+        the first step (a "parent" record in metrics.jsonl, not a candidate for best.pt)."""
+        if self.run.main and self.run.dev_data.pairs:
+            record = {**self.evaluator.validate(self.run.dev_data, 0), "kind": "parent"}
+            self.write_metrics(record)
+            say(f"the parent on the new dev split: loss {record['dev_loss']:.3f}  BLEU "
+                f"{record['dev_bleu']:.1f}  chrF {record['dev_chrf']:.1f}"
+                + other_ways(record, self.evaluator.direction))
 
     # -- the end of a run
 
@@ -409,6 +432,8 @@ class Trainer:
         # trainer, after the group is destroyed and a peer has exited) its gloo threads can
         # wait forever, so it goes first, while every process is still here
         self.train_model = self.run.model
+        if self.board is not None:
+            self.board.close()
         gc.collect()
         close_distributed()
 
@@ -420,6 +445,8 @@ def train(config: Config, resume: str | Path | None = None) -> tuple[Path, int]:
     128 + N: stopped by signal N). ``config`` is not changed. The command line calls this,
     so the Python API and `python scripts/train.py` write the same run folder."""
     rank, _ = init_distributed()
+    if config.train.tensorboard:  # a missing package is said before the data is prepared
+        summary_writer_class()
     run_dir = RunDir(resume) if resume is not None else new_run_dir(config.train, rank)
     if resume is not None:  # overrides of what the checkpoint fixes are refused by name
         check_resume(RunDir.open(resume).read_config(), config, resume)
@@ -431,6 +458,8 @@ def train(config: Config, resume: str | Path | None = None) -> tuple[Path, int]:
         if run.main:
             run_dir.write_config(run.config)
             run_dir.point_latest()
+        if resume is None and config.train.init_from is not None:
+            trainer.validate_parent()
         code = trainer.fit()
         if code == 0:
             trainer.score_test()
@@ -438,6 +467,8 @@ def train(config: Config, resume: str | Path | None = None) -> tuple[Path, int]:
             draw_curves(run_dir, config.train.early_stopping_metric)
             if config.train.heatmaps:
                 draw_showcase(run_dir, device=config.train.device)
+        if code == 0 and run.main:
+            say(f"model card: {write_model_card(run_dir)}")
         return run_dir.path, code
     finally:
         trainer.close()
