@@ -414,6 +414,13 @@ BAD_REQUESTS = {
     "too many sentences": (json.dumps([{"src": "a"}] * (MAX_SENTENCES + 1)).encode(), 413,
                            "more than 64"),
     "a 2 MB body": (b'[{"src": "' + b"a" * 2_000_000 + b'"}]', 413, "more than 1,000,000"),
+    "align of the wrong type": (b'[{"src": "a", "align": 1}]', 400, '"align" must be'),
+    # a word "क" is one or two pieces: 300 of them are over 256 a sentence, 64 sentences of
+    # 100 (each under 256) over 4,096 a request
+    "a sentence over the piece limit": (json.dumps([{"src": "क " * 300}]).encode(), 413,
+                                        "limit of 256 a sentence"),
+    "a request over the piece limit": (json.dumps([{"src": "क " * 100}] * 64).encode(), 413,
+                                       "limit of 4,096 a request"),
 }
 
 
@@ -440,10 +447,13 @@ def test_wrong_paths_and_methods(server, method, path, status, fragment):
     assert got == status and fragment in json.loads(body)["error"]
 
 
-def raw_exchange(server, data: bytes, wait: float = 5.0) -> bytes:
-    """Send ``data`` as it is on one connection and read until the server closes it."""
+def raw_exchange(server, data: bytes, wait: float = 30.0, half_close: bool = False) -> bytes:
+    """Send ``data`` as it is on one connection (``half_close``: then end the sending side)
+    and read until the server closes it; every read has a deadline of ``wait`` seconds."""
     with socket.create_connection(server.server_address[:2], timeout=wait) as connection:
         connection.sendall(data)
+        if half_close:
+            connection.shutdown(socket.SHUT_WR)
         received = b""
         while chunk := connection.recv(65536):
             received += chunk
@@ -459,16 +469,71 @@ def test_a_body_without_length_or_cut_short_or_too_slow_is_refused(server):
     bad_length = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
                               b"Content-Length: lots\r\n\r\n")
     assert bad_length.startswith(b"HTTP/1.1 400")
-    # 10 of 100 bytes, then silence: the read times out (1 s here) and is answered 408
-    started = time.monotonic()
+    # 9 of 100 bytes, then silence: the read times out (1 s here) and is answered 408
     slow = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
                         b"Content-Length: 100\r\n\r\n[{\"src\": ")
-    assert slow.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 4
+    assert slow.startswith(b"HTTP/1.1 408") and b"within 1 seconds" in slow
+    # 9 of 100 bytes, then the client's end: a body cut short, a 400 that says so
+    cut = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Length: 100\r\n\r\n[{\"src\": ", half_close=True)
+    assert cut.startswith(b"HTTP/1.1 400")
+    assert b"the body ended after 9 of its 100 bytes" in cut
     # a connection that sends nothing is closed after the same timeout
     assert raw_exchange(server, b"") == b""
     garbage = raw_exchange(server, b"\x16\x03\x01 not http at all\r\n\r\n")  # TLS, say
     assert b'{"error": "Bad request' in garbage
     assert post(server, [{"src": SENTENCES[0], "beam": 1}])[0] == 200
+
+
+def test_head_answers_the_headers_of_get_without_the_body(server):
+    status, headers, body = request(server, "GET", "/models")
+    # read as bytes, to the connection's end: nothing may follow the headers
+    head = raw_exchange(server, b"HEAD /models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head_lines, after = head.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200") and after == b""
+    assert f"Content-Length: {len(body)}".encode() in head_lines
+    assert f"Content-Type: {headers['Content-Type']}".encode() in head_lines
+    assert request(server, "HEAD", "/nothing")[0] == 404
+
+
+def test_expect_100_continue_is_answered_before_the_body(server, translator):
+    body = json.dumps([{"src": SENTENCES[0], "beam": 1}]).encode("utf-8")
+    head = (f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+            "Expect: 100-continue\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(server.server_address[:2], timeout=60) as connection:
+        connection.sendall(head)
+        interim = connection.recv(65536)  # before the body is sent
+        assert interim.startswith(b"HTTP/1.1 100 Continue")
+        connection.sendall(body)
+        received = interim
+        while chunk := connection.recv(65536):
+            received += chunk
+    final = received[received.index(b"\r\n\r\n") + 4:]
+    assert final.startswith(b"HTTP/1.1 200")
+    answer = json.loads(final[final.index(b"\r\n\r\n") + 4:])
+    assert answer[0][0]["tgt"] == translator.translate(SENTENCES[:1], beam_size=1)[0].text
+    # a body too large is refused at once, without waiting for it (nor a 100 Continue)
+    too_large = raw_exchange(server, b"POST /translate HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 5000000\r\nExpect: 100-continue\r\n\r\n")
+    assert too_large.startswith(b"HTTP/1.1 413") and b"5,000,000 bytes" in too_large
+
+
+def test_a_failure_inside_is_a_500_and_the_next_request_is_answered(server, translator,
+                                                                     monkeypatch):
+    translate = translator.translate
+
+    def failing(texts, **keywords):
+        if "FAIL" in texts:
+            raise RuntimeError("a planted failure")
+        return translate(texts, **keywords)
+
+    monkeypatch.setattr(translator, "translate", failing)
+    status, answer = post(server, [{"src": "FAIL"}])
+    assert status == 500
+    assert answer == {"error": "the server failed on this request (RuntimeError); it goes on "
+                               "serving"}
+    status, answer = post(server, [{"src": SENTENCES[0], "beam": 1}])
+    assert status == 200 and answer[0][0]["tgt"] == translate(SENTENCES[:1], beam_size=1)[0].text
 
 
 def test_keep_alive_serves_many_requests_on_one_connection(server, translator):
