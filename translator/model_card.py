@@ -61,7 +61,7 @@ def data_licence(config: Config) -> tuple[str, str]:
                 found.group(1).strip().lower()
     where = {"hub": f"see the dataset card of {config.data.hub_id} on the Hugging Face hub",
              "files": "not known to this tool: local files; check where they came from"}
-    return f"not recorded ({where.get(config.data.source, config.data.source)})", "other"
+    return f"unknown ({where.get(config.data.source, config.data.source)})", "other"
 
 
 def data_source(config: Config) -> str:
@@ -89,13 +89,19 @@ def _minutes(seconds: float | None) -> str:
     return "not recorded" if seconds is None else f"{seconds / 60:.1f} minutes"
 
 
+def _family(export: dict[str, Any]) -> str:
+    """"marian" or "pegasus": the transformers family of an export-hf folder."""
+    architecture = str(export.get("architecture", "MarianMTModel"))
+    return architecture.removesuffix("ForConditionalGeneration").removesuffix("MTModel").lower()
+
+
 def _yaml_header(config: Config, licence: str, export: dict[str, Any]) -> list[str]:
     """The hub's metadata block: languages, licence, task, library, metrics."""
     direction = Direction(config.data.direction)
     languages = ["hi", "en"] if direction.name != "en-hi" else ["en", "hi"]
     return ["---", "language:", *[f"- {language}" for language in languages],
             f"license: {licence}", "library_name: transformers", "pipeline_tag: translation",
-            "tags:", "- translation", f"- {str(export.get('architecture', 'marian')).lower()}",
+            "tags:", "- translation", f"- {_family(export)}",
             "metrics:", "- bleu", "- chrf", "---", ""]
 
 
