@@ -18,8 +18,10 @@ import torch
 
 from translator import drawing, plotting
 from translator.alignment import (
+    ATTRIBUTION_TITLE,
     AlignmentError,
     SentenceAttention,
+    attribution_words,
     describe_view,
     hard_links,
     resolve_layer,
@@ -29,8 +31,12 @@ from translator.explorer import (
     FONT_FAMILY,
     explorer_data,
     read_explorer_data,
+    sentence_data,
+    with_insight,
     write_explorer,
+    write_page,
 )
+from translator.translate import Translation
 
 SOURCE_PIECES = ["▁राजेश", "▁ने", "▁ट्", "रेन", "▁टिकट", "▁बुक", "▁की", "▁क्ष"]
 TARGET_PIECES = ["▁Raj", "esh", "▁booked", "▁a", "▁train", "▁ticket"]
@@ -221,3 +227,57 @@ def test_in_chromium_the_diagnostics_catch_errors_and_requests(page, tmp_path):
     report, _ = browse(broken, "", tmp_path, screenshot=False)
     assert any("example.invalid" in entry for entry in report["blocked"])
     assert report["errors"] and report["rendered"] is None
+
+
+# ---------------------------------------------------------------- what the model weighed
+
+
+def weighed_translation() -> Translation:
+    """A Translation of the page's words with what the model weighed at each piece (the
+    last step is the EOS), its first word written by a forced prefix."""
+    alternatives = [[(piece, 0.6), ("▁other", 0.25), ("▁बुक", 0.1)]
+                    for piece in [*TARGET_PIECES, "</s>"]]
+    return Translation(SOURCE, TRANSLATION, list(range(len(TARGET_PIECES))), -3.0,
+                       SOURCE_PIECES, TARGET_PIECES,
+                       token_log_probs=[-0.5] * (len(TARGET_PIECES) + 1),
+                       alternatives=alternatives, prefix_pieces=2)
+
+
+@pytest.fixture(scope="module")
+def insight_page(tmp_path_factory) -> Path:
+    sentence = SentenceAttention.every(random_attention(), SOURCE_PIECES, TARGET_PIECES)
+    data = sentence_data(sentence, SOURCE, TRANSLATION, title="Rajesh, weighed")
+    signed = torch.linspace(-1, 1, (len(TARGET_PIECES) + 1) * (len(SOURCE_PIECES) + 1))
+    attribution = attribution_words(signed.view(len(TARGET_PIECES) + 1, -1), SOURCE_PIECES,
+                                    TARGET_PIECES)
+    data = with_insight(data, weighed_translation(), attribution)
+    return write_page(tmp_path_factory.mktemp("insight") / "weighed.html", data)
+
+
+def test_the_page_holds_the_alternatives_the_prefix_and_the_attribution(insight_page):
+    data = read_explorer_data(insight_page)
+    assert [w["word"] for w in data["weighed"]] == data["target_words"]
+    assert data["weighed"][0]["log_prob"] == -1.0  # Raj + esh
+    assert data["weighed"][0]["alternatives"][0] == ["▁Raj", 0.6]  # its first piece's step
+    assert data["prefix_words"] == 1  # ▁Raj esh: one word
+    rows = data["attribution"]["weights"]
+    assert all(abs(sum(row) - 1) < 1e-3 for row in rows)
+    assert data["attribution"]["title"] == ATTRIBUTION_TITLE
+
+
+@needs_chromium
+def test_in_chromium_the_attribution_view_and_the_hovered_alternatives(insight_page, tmp_path):
+    attention, attention_shot = browse(insight_page, "word=t2", tmp_path)
+    attribution, attribution_shot = browse(insight_page, "show=attribution&word=t0", tmp_path)
+    for report in (attention, attribution):
+        assert report["errors"] == [] and report["blocked"] == [] and report["resources"] == []
+    assert attention["rendered"] == "layer 1 (of 0–2), mean of heads 0–7"
+    assert attribution["rendered"] == ATTRIBUTION_TITLE
+    # hovering (here: pinning) an output word lists what its step weighed, as bars
+    assert "its step weighed: (log-prob -0.50)" in attention["tooltip"]
+    assert " a 0.600" in attention["tooltip"] and " other 0.250" in attention["tooltip"]
+    assert "forced; the model would have written" in attribution["tooltip"]
+    assert "depended most on" in attribution["tooltip"]
+    one = grid_pixels(attention_shot, attention["grid"])
+    two = grid_pixels(attribution_shot, attribution["grid"])
+    assert np.abs(one - two).mean() > 10  # the third view is other numbers

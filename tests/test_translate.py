@@ -396,3 +396,14 @@ def test_ctranslate2_refuses_a_prefix_and_alternatives_in_one_sentence():
         refuse_steps(SearchConfig(), [[5], []])
     with pytest.raises(CT2Error, match="alternatives .* PyTorch backend"):
         refuse_steps(SearchConfig(alternatives=5), None)
+
+
+def test_translate_command_plots_the_attribution_and_pages_carry_it(run_dir, tmp_path, capsys):
+    picture, page = tmp_path / "attribution.png", tmp_path / "page.html"
+    assert translate_main(["--run", str(run_dir), "--plot", str(picture), "--attribution",
+                           "--html", str(page), "--alternatives", "4", RAJESH]) == 0
+    assert picture.stat().st_size > 1000
+    data = read_explorer_data(page)
+    assert len(data["attribution"]["weights"]) == len(data["target_words"])
+    assert [w["word"] for w in data["weighed"]] == data["target_words"]
+    assert all(len(w["alternatives"]) == 4 for w in data["weighed"])

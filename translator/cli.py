@@ -180,6 +180,8 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
         metavar = "FILE" + suffixes[0].upper()
         parser.add_argument(f"--{kind.replace('_', '-')}", type=Path, metavar=metavar,
                             help=f"{what} ({' or '.join(suffixes)})")
+    parser.add_argument("--attribution", action="store_true", help="--plot draws the input "
+                        "× gradient attribution instead of attention (docs/alignment.md)")
     parser.add_argument("--layer", type=int, default=None, help="decoder layer for --plot and "
                         "--plot-heads, and the one --html opens on (default: "
                         "translator.alignment.DEFAULT_LAYER; -1 is the last)")
@@ -201,7 +203,8 @@ def run_translate(args: argparse.Namespace) -> int:
         for warning in translation.warnings:
             print(f"warning: input {number}: {warning}", file=sys.stderr)
         print(translation.line(args.json), flush=True)
-    for path in draw_translations(translations, pictures, translator, args.layer):
+    for path in draw_translations(translations, pictures, translator, args.layer,
+                                  args.attribution):
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

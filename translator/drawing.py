@@ -19,7 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from translator import corpus, explorer, plotting
-from translator.alignment import SentenceAttention, View, resolve_layer
+from translator.alignment import (
+    ATTRIBUTION_TITLE,
+    AlignmentError,
+    SentenceAttention,
+    View,
+    WordAlignment,
+    resolve_layer,
+    translation_attribution,
+)
 from translator.decoders import AttentionLayout
 from translator.direction import Direction
 from translator.errors import TranslatorError
@@ -79,6 +87,7 @@ def draw_showcase(run_dir: RunDir, beam_size: int | None = None, device: str = "
     translator = Translator.from_run(run_dir, checkpoint, device)
     if beam_size is not None:
         translator.set_search(beam_size=beam_size, n_best=1)
+    translator.set_search(alternatives=PAGE_ALTERNATIVES)  # for the pages' hover; same output
     showcase = translate_showcase(translator)
     paths = draw_showcase_heatmaps(translator, run_dir.heatmaps_dir, showcase)
     beam = translator.search.beam_size
@@ -86,11 +95,12 @@ def draw_showcase(run_dir: RunDir, beam_size: int | None = None, device: str = "
     for number, (source, reference, result) in enumerate(showcase, start=1):
         paths.append(explorer.write_page(
             run_dir.heatmaps_dir / f"showcase-{number}.html", explorer.with_timeline(
-                explorer.sentence_data(
+                explorer.with_insight(explorer.sentence_data(
                     SentenceAttention.of(result), source, result.text,
                     title=f"showcase sentence {number} · "
                     f"{Direction(translator.direction).showcase().arrow} · beam {beam}",
-                    reference=reference), followed)))
+                    reference=reference), result, attribution_of(translator, result)),
+                followed)))
     paths += draw_timeline(followed, run_dir.heatmaps_dir)
     say(f"showcase heatmaps: {len(paths)} files in {run_dir.heatmaps_dir} (open "
         f"showcase-1.html in a browser to explore them)")
@@ -239,11 +249,38 @@ def check_views(pictures: dict[str, Path], layer: int | None,
         resolve_layer(layer, layout.num_layers)
 
 
+PAGE_ALTERNATIVES = 5  # the pieces an explorer page lists for each output word
+
+
+def attribution_of(translator: Translator, translation: Translation) -> WordAlignment | None:
+    """The translation's input × gradient attribution (`translation_attribution`), None where
+    there is none to give: a CTranslate2 export (no gradients), an empty or split input."""
+    if translator.model is None:
+        return None
+    try:
+        return translation_attribution(translator.model, translator.tokenizer, translation)
+    except AlignmentError:
+        return None
+
+
+def plot_attribution(translator: Translator, translation: Translation, path: Path) -> Path:
+    """``translate --plot FILE --attribution``: the input × gradient heatmap, or one sentence
+    saying why there is none."""
+    words = attribution_of(translator, translation)
+    if words is None:
+        raise TranslatorError("--attribution needs the PyTorch backend and an input short "
+                              "enough to be translated in one part")
+    return plotting.plot_heatmap(words, path, title=ATTRIBUTION_TITLE,
+                                 scale="share of attribution")
+
+
 def draw_translations(translations: list[Translation], pictures: dict[str, Path],
-                      translator: Translator, layer: int | None = None) -> list[Path]:
+                      translator: Translator, layer: int | None = None,
+                      attribution: bool = False) -> list[Path]:
     """The ``pictures`` asked for (`PICTURES` key → path) of every translation that has
-    attention, numbered when there are several, in ``layer``'s view (None: the default);
-    returns the files written."""
+    attention, numbered when there are several, in ``layer``'s view (None: the default), and
+    for ``plot`` with ``attribution`` the input × gradient attribution instead; every page
+    gets the attribution view too. Returns the files written."""
     drawn = [t for t in translations if t.attention is not None]
     view = View(layer)
     written = []
@@ -252,10 +289,14 @@ def draw_translations(translations: list[Translation], pictures: dict[str, Path]
             sentence = SentenceAttention.of(t)
             if kind == "html":
                 direction = Direction(translator.direction).of_translation(t.target_language)
-                explorer.write_page(out, explorer.sentence_data(
+                data = explorer.sentence_data(
                     sentence, t.source, t.text, view=view,
                     title=f"cross-attention explorer · {direction.arrow} "
-                    f"· beam {translator.search.beam_size}"))
+                    f"· beam {translator.search.beam_size}")
+                explorer.write_page(out, explorer.with_insight(data, t, attribution_of(
+                    translator, t)))
+            elif kind == "plot" and attribution:
+                plot_attribution(translator, t, out)
             elif kind == "plot":
                 plotting.plot_heatmap(sentence.words(view), out, title=sentence.title(view))
             elif kind == "plot_heads":

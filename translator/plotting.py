@@ -94,9 +94,9 @@ def _size(words: int) -> float:
 
 
 def plot_heatmap(alignment: WordAlignment, path: str | Path, title: str = "cross-attention",
-                 annotate: bool = False) -> Path:
-    """One sentence's word-level matrix with a colour bar; ``annotate`` writes each weight in
-    its cell. Format from the suffix (.png or .svg)."""
+                 annotate: bool = False, scale: str = "attention weight") -> Path:
+    """One sentence's word-level matrix with a colour bar named ``scale``; ``annotate`` writes
+    each weight in its cell. Format from the suffix (.png or .svg)."""
     with matplotlib.rc_context(_style()):
         figure = Figure(figsize=(_size(len(alignment.source_words)) + 2.5,
                                  _size(len(alignment.target_words)) + 1.5))
@@ -106,7 +106,7 @@ def plot_heatmap(alignment: WordAlignment, path: str | Path, title: str = "cross
             axes.text(0.5, 0.5, "(empty translation: nothing to show)", ha="center")
         else:
             image = _draw_matrix(axes, alignment, annotate, x_labels=True, y_labels=True)
-            figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03, label="attention weight")
+            figure.colorbar(image, ax=axes, fraction=0.04, pad=0.03, label=scale)
         axes.set_title(title, pad=12)
         return _save(figure, path)
 

@@ -18,6 +18,11 @@ in plain JavaScript, drawing SVG, shows:
 - for a showcase sentence of a run that kept its attention over training
   (`translator.timeline`), a training-step slider: each validation's attention, the model
   force-decoded on the reference; its last position, the default, is the final translation;
+- what the model weighed (`with_insight`, when the translation recorded it): hovering an
+  output word lists the most probable pieces of the step that chose it, as bars; a forced
+  prefix's words are marked; and a third view, the input × gradient attribution
+  (`translator.alignment.translation_attribution`), in place of attention in both panels
+  (``&show=attribution``);
 - the view can be set from the URL: ``#layer=1&head=3`` (``head=mean`` for the mean),
   ``&word=t2`` (output word 2) or ``&word=s0`` (source word 0) to light a word,
   ``&numbers=1`` to write the weights in the cells, ``&step=400`` for a training step.
@@ -51,14 +56,18 @@ from typing import Any
 from torch import Tensor
 
 from translator.alignment import (
+    ATTRIBUTION_TITLE,
     AlignmentError,
     SentenceAttention,
     View,
+    WordAlignment,
     describe_view,
     hard_links,
     rounded,
 )
 from translator.timeline import TimelineSentence
+from translator.tokenizer import piece_words
+from translator.translate import Translation
 
 SUFFIXES = (".html", ".htm")
 FONT_FAMILY = "Explorer Noto Sans Devanagari"
@@ -175,6 +184,33 @@ def with_timeline(data: dict[str, Any], followed: list[TimelineSentence]) -> dic
     return data
 
 
+def with_insight(data: dict[str, Any], translation: Translation,
+                 attribution: WordAlignment | None = None) -> dict[str, Any]:
+    """``data`` (`sentence_data` of ``translation``) with what the page shows beside attention,
+    where there is some: ``weighed``, per output word what the model weighed
+    (`Translation.words`: its log-probability, its step's alternatives); ``prefix_words``, the
+    words a forced prefix wrote; ``attribution``, the third view (its word matrix, hard links
+    and title). Words that are not the page's rows are left out."""
+    extra: dict[str, Any] = {}
+    words = translation.words()
+    if words and [w["word"] for w in words] == data["target_words"]:
+        extra["weighed"] = words
+    if translation.prefix_pieces:
+        extra["prefix_words"] = piece_words(translation.target_pieces)[1][
+            translation.prefix_pieces - 1] + 1
+    if attribution is not None and (attribution.target_words, attribution.source_words) == (
+            data["target_words"], data["source_words"]):
+        extra["attribution"] = {"weights": rounded(attribution.weights),
+                                "links": [[i, j] for i, j in hard_links(attribution.weights)],
+                                "title": ATTRIBUTION_TITLE}
+    return {**data, **extra}
+
+
+def _insight_text(data: dict[str, Any]) -> list[str]:
+    """The characters of the alternatives' pieces, which the page's font must hold."""
+    return [piece for word in data.get("weighed", []) for piece, _ in word["alternatives"]]
+
+
 # ---------------------------------------------------------------- the font
 
 
@@ -239,7 +275,8 @@ def explorer_html(data: dict[str, Any], form_action: str = "'none'", header: str
     text = "".join([data["title"], data["source"], data["translation"],
                     data["reference"] or "", *data["source_words"], *data["target_words"],
                     *data["titles"]["mean"], UI_TEXT,
-                    *(data.get("timeline") or {}).get("target_words", [])])
+                    *(data.get("timeline") or {}).get("target_words", []),
+                    *_insight_text(data)])
     style = font_face_css(text) + _asset("explorer.css").replace("FONT_FAMILY", FONT_FAMILY)
     diagnostics_js, explorer_js = _asset("diagnostics.js"), _asset("explorer.js")
     # "<" escaped, so no "</script>" or "<!--" inside the data can end the script element

@@ -12,7 +12,7 @@
   const timeline = data.timeline || null;  // the attention over training, if the run kept it
   // step: a validation's index in timeline.steps; null: the final translation (the default)
   const state = {layer: data.default_layer, head: "mean", word: null, numbers: false,
-    step: null};
+    step: null, show: "attention"};  // show: "attribution", the third view, where there is one
   const parts = {};  // what a highlight touches, rebuilt by each render
   const $ = (id) => document.getElementById(id);
 
@@ -39,6 +39,7 @@
   }
 
   function current() {
+    if (state.show === "attribution" && state.step === null) return attributionView();
     const views = state.step === null ? data : timeline.steps[state.step];
     const pick = (key) => state.head === "mean" ? views[key].mean[state.layer]
       : views[key].heads[state.layer][state.head];
@@ -62,12 +63,15 @@
     state.word = word && Number(word[2]) < count
       ? (word[1] === "s" ? {i: Number(word[2])} : {j: Number(word[2])}) : null;
     state.numbers = params.get("numbers") === "1";
+    state.show = data.attribution && params.get("show") === "attribution"
+      ? "attribution" : "attention";
   }
 
   function writeHash() {
     let hash = "layer=" + state.layer + "&head=" + state.head;
     if (state.numbers) hash += "&numbers=1";
     if (state.step !== null) hash += "&step=" + timeline.steps[state.step].step;
+    if (state.show === "attribution") hash += "&show=attribution";
     location.hash = hash;  // the hashchange handler renders
   }
 
@@ -129,6 +133,49 @@
         steps.length + "): attention while reading the reference, word by word";
   }
 
+  // ------------------------------------------------ what the model weighed, and depended on
+
+  function attributionView() {  // the third view: input × gradient, in place of attention
+    const a = data.attribution;
+    return {weights: a.weights, links: a.links, eos: a.weights.map(() => 0), title: a.title};
+  }
+
+  function fillAttribution() {  // a selector of what the panels show, where there is a choice
+    if (!data.attribution) return;
+    const label = document.createElement("label"), show = document.createElement("select");
+    show.id = "show";
+    show.add(new Option("attention", "attention"));
+    show.add(new Option("attribution (input × gradient)", "attribution"));
+    label.append("show ", show);
+    document.querySelector(".controls").prepend(label);
+    show.addEventListener("change", () => { state.show = show.value; writeHash(); });
+  }
+
+  function isPrefix(j) {  // an output word a forced prefix wrote (the final translation's)
+    return state.step === null && j < (data.prefix_words || 0);
+  }
+
+  function weighedBars(tooltip, j) {  // the pieces the step that chose word j weighed
+    const word = state.step === null && data.weighed ? data.weighed[j] : null;
+    if (!word) return;
+    const list = document.createElement("div");
+    list.className = "weighed";
+    list.append((isPrefix(j) ? "forced; the model would have written: " : "its step weighed: ") +
+      "(log-prob " + word.log_prob.toFixed(2) + ")");
+    for (const [piece, p] of word.alternatives) {
+      const row = document.createElement("div"), bar = document.createElement("span");
+      row.className = "bar-row";
+      bar.className = "bar";
+      bar.style.width = Math.max(1, Math.round(120 * p)) + "px";
+      // a piece that starts a word without its "▁", one inside a word after a hyphen
+      const shown = piece === "</s>" ? piece
+        : piece.startsWith("\u2581") ? piece.slice(1) : "-" + piece;
+      row.append(bar, " " + shown + " " + p.toFixed(3));
+      list.append(row);
+    }
+    tooltip.append(list);
+  }
+
   // ------------------------------------------------ drawing
 
   function drawHeatmap(view) {
@@ -151,7 +198,8 @@
         transform: "translate(" + (x - 4) + "," + (top - 6) + ") rotate(-60)"}, svg, word));
     });
     target.forEach((word, j) => {
-      parts.targetLabels.push(node("text", {class: "word", "data-j": j, x: left - 8,
+      parts.targetLabels.push(node("text", {class: isPrefix(j) ? "word prefix" : "word",
+        "data-j": j, x: left - 8,
         y: top + (j + 0.5) * CELL + 4, "text-anchor": "end"}, svg, word));
     });
     const grid = node("g", {id: "grid"}, svg);
@@ -178,7 +226,8 @@
     node("rect", {x: left, y: scaleTop, width: scaleWidth, height: 10, fill: "url(#scale)",
       stroke: "#ccc"}, svg);
     node("text", {x: left - 6, y: scaleTop + 9, "text-anchor": "end"}, svg, "0");
-    node("text", {x: left + scaleWidth + 6, y: scaleTop + 9}, svg, "1  attention weight");
+    node("text", {x: left + scaleWidth + 6, y: scaleTop + 9}, svg,
+      state.show === "attribution" ? "1  share of attribution" : "1  attention weight");
     svg.setAttribute("width", Math.ceil(Math.max(right, left + scaleWidth + 140)));
     svg.setAttribute("height", Math.ceil(scaleTop + 20));
     return grid;
@@ -276,6 +325,11 @@
       return "‘" + target[focus.j] + "’ ← ‘" + source[focus.i] + "’: " +
         fixed(weights[focus.j][focus.i]);
     }
+    if (focus.j !== undefined && state.show === "attribution" && state.step === null) {
+      const row = weights[focus.j], best = row.indexOf(Math.max(...row));
+      return "‘" + target[focus.j] + "’ depended most on ‘" + source[best] + "’ (" +
+        fixed(row[best]) + " of its input × gradient)";
+    }
     if (focus.j !== undefined) {
       const row = weights[focus.j], best = row.indexOf(Math.max(...row));
       const eos = Math.round(100 * view.eos[focus.j]);
@@ -293,6 +347,7 @@
   function showTooltip(focus, x, y) {
     const tooltip = $("tooltip");
     tooltip.textContent = describe(focus);
+    if (focus.j !== undefined && focus.i === undefined) weighedBars(tooltip, focus.j);
     tooltip.style.left = (x + 14) + "px";
     tooltip.style.top = (y + 14) + "px";
     tooltip.style.display = "block";
@@ -340,6 +395,7 @@
     $("layer").value = String(state.layer);
     $("head").value = String(state.head);
     $("numbers").checked = state.numbers;
+    if ($("show")) $("show").value = state.show;
     showStep();
     $("view-title").textContent = view.title;
     const grid = drawHeatmap(view);
@@ -347,11 +403,13 @@
     pinned();
     const box = grid && grid.getBoundingClientRect();
     window.explorerReport({rendered: view.title, grid: box && {x: box.left + window.scrollX,
-      y: box.top + window.scrollY, width: box.width, height: box.height}});
+      y: box.top + window.scrollY, width: box.width, height: box.height},
+      tooltip: $("tooltip").style.display === "block" ? $("tooltip").textContent : null});
   }
 
   fillSelectors();
   fillTimeline();
+  fillAttribution();
   listen($("heatmap"));
   listen($("links"));
   window.addEventListener("hashchange", render);
