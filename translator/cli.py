@@ -172,16 +172,14 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     _run_arguments(parser)
     _to_argument(parser)
     _search_arguments(parser, ("beam_size", "n_best", *SEARCH_FLAGS[1:], "alternatives"))
-    parser.add_argument("--prefix", metavar="TEXT", help="target-language text each "
-                        "translation starts with, scored by the model and continued")
+    parser.add_argument("--prefix", metavar="TEXT", help="text every translation starts with")
     parser.add_argument("--json", action="store_true", help="one JSON object a line: source, "
                         "text, score, tokens, warnings (--alternatives: steps, words)")
     for kind, (what, suffixes) in PICTURES.items():
         metavar = "FILE" + suffixes[0].upper()
         parser.add_argument(f"--{kind.replace('_', '-')}", type=Path, metavar=metavar,
                             help=f"{what} ({' or '.join(suffixes)})")
-    parser.add_argument("--attribution", action="store_true", help="--plot draws the input "
-                        "× gradient attribution instead of attention (docs/alignment.md)")
+    parser.add_argument("--attribution", action="store_true", help="--plot: input × gradient")
     parser.add_argument("--layer", type=int, default=None, help="decoder layer for --plot and "
                         "--plot-heads, and the one --html opens on (default: "
                         "translator.alignment.DEFAULT_LAYER; -1 is the last)")
@@ -203,8 +201,7 @@ def run_translate(args: argparse.Namespace) -> int:
         for warning in translation.warnings:
             print(f"warning: input {number}: {warning}", file=sys.stderr)
         print(translation.line(args.json), flush=True)
-    for path in draw_translations(translations, pictures, translator, args.layer,
-                                  args.attribution):
+    for path in draw_translations(translations, pictures, translator, args.layer, args.attribution):
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
