@@ -205,7 +205,7 @@
     const grid = node("g", {id: "grid"}, svg);
     view.weights.forEach((row, j) => row.forEach((w, i) => {
       const cell = node("rect", {x: left + i * CELL, y: top + j * CELL, width: CELL - 1,
-        height: CELL - 1, fill: colour(w), "data-i": i, "data-j": j}, grid);
+        height: CELL - 1, fill: colour(w), "data-i": i, "data-j": j, "data-w": w}, grid);
       parts.cells.push(cell);
       if (state.numbers) {
         node("text", {class: "number", x: left + (i + 0.5) * CELL, y: top + (j + 0.5) * CELL + 3,
