@@ -5,12 +5,17 @@ import pytest
 import torch
 
 from translator import device
+from translator.build import precision_reason
 from translator.device import (
     DeviceError,
     autocast,
+    device_rng_state,
+    fused_optimizer,
     resolve_device,
     resolve_precision,
+    set_device_rng_state,
 )
+from translator.dropout import dropout, dropout_state
 
 
 def test_device_names():
@@ -47,3 +52,68 @@ def test_autocast_only_below_fp32():
         assert (x @ x).dtype == torch.float32
     with autocast(cpu, "bf16"):
         assert (x @ x).dtype == torch.bfloat16
+
+
+# ---------------------------------------------------------------- Apple silicon (MPS)
+# This machine has no MPS: torch.backends.mps.is_available is stubbed, and the paths MPS takes
+# (chosen by device type) are run on the CPU.
+
+
+def test_auto_chooses_cuda_then_mps_then_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("mps")
+    assert resolve_device("mps") == torch.device("mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(DeviceError, match=r"asks for Apple's GPU \(MPS\) but torch finds none"):
+        resolve_device("mps")
+
+
+def test_mps_computes_in_fp32_unless_asked():
+    mps = torch.device("mps")
+    assert resolve_precision("auto", mps) == "fp32"
+    assert resolve_precision("probe", mps) == "fp32"  # no CPU probe on a GPU
+    assert resolve_precision("bf16", mps) == "bf16" and resolve_precision("fp16", mps) == "fp16"
+    assert "MPS" in precision_reason("auto", mps)
+
+
+def test_the_optimiser_mps_gets_steps_on_the_cpu_as_the_plain_one():
+    assert fused_optimizer(torch.device("mps")) and fused_optimizer(torch.device("cpu"))
+    assert not fused_optimizer(torch.device("meta"))
+    torch.manual_seed(0)
+    plain, fused = torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)
+    fused.load_state_dict(plain.state_dict())
+    x = torch.randn(16, 8)
+    for model, flag in ((plain, False), (fused, fused_optimizer(torch.device("mps")))):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=flag)
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(x).square().mean().backward()
+            optimizer.step()
+    assert torch.allclose(plain.weight, fused.weight, atol=1e-6)
+    assert not torch.equal(plain.weight, torch.nn.Linear(8, 4).weight)
+
+
+def test_the_mps_random_state_is_saved_and_restored(monkeypatch):
+    """MPS's dropout is torch's, drawn from the device's own state: a checkpoint keeps it."""
+    restored = []
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda: torch.tensor([7, 8, 9]))
+    monkeypatch.setattr(torch.mps, "set_rng_state", restored.append)
+    mps, cpu = torch.device("mps"), torch.device("cpu")
+    assert torch.equal(device_rng_state(mps), torch.tensor([7, 8, 9]))
+    assert device_rng_state(cpu) is None
+    set_device_rng_state(cpu, torch.tensor([1]))
+    set_device_rng_state(mps, torch.tensor([1, 2]))
+    assert len(restored) == 1 and torch.equal(restored[0], torch.tensor([1, 2]))
+
+
+def test_dropout_off_the_cpu_is_torchs_own():
+    """The CPU's fast stream only on CPUs: a tensor elsewhere (here: meta, shapes only) takes
+    torch's dropout, which MPS and CUDA run natively, and leaves the CPU stream untouched."""
+    before = dropout_state()
+    out = dropout(torch.empty(4, 5, device="meta"), 0.5)
+    assert out.device.type == "meta" and out.shape == (4, 5)
+    assert dropout_state() == before

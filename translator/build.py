@@ -219,6 +219,8 @@ def precision_reason(asked: str, device: torch.device) -> str:
         return "set by train.precision"
     if device.type == "cuda":
         return f"{asked}: what this GPU supports"
+    if device.type == "mps":
+        return f"{asked}: fp32 on Apple's MPS (lower precisions untested there)"
     if asked == "probe":
         return "probe: this CPU has no native bf16 (avx512_bf16, amx_bf16 or Arm bf16)"
     return ("auto: fp32 on CPUs (the default run made fewer steps in bf16; "

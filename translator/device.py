@@ -1,8 +1,12 @@
 """Where the numbers are computed, and in which precision: one CPU/GPU code path.
 
-`resolve_device` turns a config's "auto" / "cpu" / "cuda[:N]" into a torch device (under
-torchrun, "cuda" is this process's own GPU); `resolve_precision` picks fp32, bf16 or fp16 for
-it; `autocast` is the context every forward pass runs in (nanoGPT's `nullcontext` for fp32).
+`resolve_device` turns a config's "auto" / "cpu" / "cuda[:N]" / "mps" into a torch device
+("auto": CUDA, then Apple's MPS, then the CPU; under torchrun, "cuda" is this process's own
+GPU); `resolve_precision` picks fp32, bf16 or fp16 for it; `autocast` is the context every
+forward pass runs in (nanoGPT's `nullcontext` for fp32). What differs by device type is chosen
+here by the type, so that MPS takes the GPU paths that work there: torch's own dropout (the
+CPU has a faster stream, translator.dropout) and its random state, the fused optimiser, and
+fp32 unless another precision is asked for. MPS is untested on this project's machines.
 """
 
 from __future__ import annotations
@@ -33,19 +37,51 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def mps_available() -> bool:
+    """Whether Apple's GPU (Metal Performance Shaders) can be used by torch here."""
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
 def resolve_device(name: str) -> torch.device:
-    """"auto" → CUDA if visible, else CPU; under torchrun "cuda" means this process's GPU."""
+    """"auto" → CUDA if visible, else MPS (Apple silicon) if available, else CPU; under
+    torchrun "cuda" means this process's GPU."""
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu"
     if name == "cuda" and dist.is_initialized():
         name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise DeviceError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+        raise DeviceError(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise DeviceError(f"device {name} asks for CUDA but no GPU is visible; use cpu or auto")
+    if device.type == "mps" and not mps_available():
+        raise DeviceError(f"device {name} asks for Apple's GPU (MPS) but torch finds none here "
+                          "(it needs Apple silicon, macOS 12.3 or later and a torch built with "
+                          "MPS); use cpu or auto")
     return device
+
+
+# the device types whose torch has fused AdamW kernels (one kernel for all parameters)
+FUSED_OPTIMIZER_DEVICES = ("cpu", "cuda", "mps")
+
+
+def fused_optimizer(device: torch.device) -> bool:
+    """Whether the optimiser on ``device`` uses torch's fused kernel."""
+    return device.type in FUSED_OPTIMIZER_DEVICES
+
+
+def device_rng_state(device: torch.device) -> torch.Tensor | None:
+    """The random state of an MPS device, whose dropout (torch's own, translator.dropout)
+    draws from it: saved in a checkpoint so that a resume draws the same masks. None elsewhere
+    (CUDA's states are saved for every GPU, the CPU's stream by translator.dropout)."""
+    return torch.mps.get_rng_state() if device.type == "mps" else None
+
+
+def set_device_rng_state(device: torch.device, state: torch.Tensor | None) -> None:
+    if device.type == "mps" and state is not None:
+        torch.mps.set_rng_state(state.cpu())
 
 
 def native_bf16_flags() -> list[str]:
@@ -67,7 +103,7 @@ def resolve_precision(precision: str, device: torch.device) -> str | None:
     on CPUs: even with native bf16 (avx512_bf16) the default run made fewer steps in bf16
     (3,454 against 3,783 in 8 minutes, docs/performance.md), though a step on repeated batches
     is 1.45× faster. probe: None on a CPU with native bf16 (the run times both,
-    `translator.build.probe_precision`), fp32 on other CPUs."""
+    `translator.build.probe_precision`), fp32 on other CPUs. On MPS: fp32 (untested here)."""
     if device.type == "cpu" and precision == "fp16":
         raise DeviceError("fp16 on a CPU is about 100× slower than fp32; use "
                           "train.precision=bf16 or fp32")
@@ -75,6 +111,8 @@ def resolve_precision(precision: str, device: torch.device) -> str | None:
         return precision
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device.type == "mps":  # untested here: fp32 until a lower precision is measured there
+        return "fp32"
     return None if precision == "probe" and native_bf16_flags() else "fp32"
 
 

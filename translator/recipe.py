@@ -15,7 +15,7 @@ from torch import nn
 
 from translator.batching import Batch
 from translator.config import TrainConfig
-from translator.device import autocast
+from translator.device import autocast, fused_optimizer
 from translator.tokenizer import Tokenizer
 
 # ---------------------------------------------------------------- the schedule
@@ -141,6 +141,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, budget: Budget
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=cfg.learning_rate, betas=tuple(cfg.adam_betas or (0.9, 0.98)),
         eps=1e-9, weight_decay=cfg.weight_decay,
-        fused=True)  # one kernel for all parameters: 3× faster steps on CPU
+        # one kernel for all parameters (3× faster steps on CPU) where the device has it
+        fused=fused_optimizer(next(model.parameters()).device))
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                         learning_rate_schedule(cfg, budget))

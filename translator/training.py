@@ -33,6 +33,7 @@ from tqdm import tqdm
 from translator.batching import Batch
 from translator.build import Run, build_run, new_run_dir
 from translator.config import Config, config_to_dict
+from translator.device import device_rng_state, set_device_rng_state
 from translator.distributed import (
     any_process,
     close_distributed,
@@ -105,7 +106,7 @@ class Trainer:
             "evaluations_without_improvement": self.evaluations_without_improvement,
             "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                    "dropout": dropout_state()},
+                    "dropout": dropout_state(), "device": device_rng_state(run.device)},
             "config": config_to_dict(run.config),
             "tokenizer": run.tokenizer.fingerprint(),
             # what the model card says of the run beside its config
@@ -134,6 +135,7 @@ class Trainer:
         torch.set_rng_state(state["rng"]["torch"].cpu())
         if "dropout" in state["rng"]:  # checkpoints before translator.dropout lack it
             set_dropout_state(state["rng"]["dropout"])
+        set_device_rng_state(run.device, state["rng"].get("device"))  # MPS's dropout stream
         if torch.cuda.is_available() and state["rng"]["cuda"]:
             torch.cuda.set_rng_state_all([s.cpu() for s in state["rng"]["cuda"]])
 
