@@ -36,6 +36,7 @@ from translator.alignment import hard_links, word_alignment
 from translator.explorer import DATA_ID
 from translator.links import format_line
 from translator.serve import (
+    ALTERNATIVES,
     MAX_SENTENCES,
     SERVICE_STATUS,
     Limits,
@@ -677,3 +678,29 @@ def test_the_command_serves_and_stops_cleanly_on_a_signal(tiny_run, signum, host
     assert "stopped" in rest and "Traceback" not in rest
     warned = any("warning: serving on 127.0.0.2" in line for line in lines)
     assert warned == (host != "127.0.0.1")
+
+
+# ---------------------------------------------------------------- alternatives and a prefix
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translate_with_alternatives_and_a_prefix(server, translator, beam):
+    plain = [{"src": s, "beam": beam} for s in SENTENCES[:2]]
+    asked = [dict(item, alternatives=True, prefix="The") for item in plain]
+    status, answer = post(server, asked)
+    assert status == 200
+    expected = translator.translate(SENTENCES[:2], beam_size=beam, alternatives=ALTERNATIVES,
+                                    prefix="The")
+    for record, translation in zip(answer[0], expected):
+        assert record["tgt"] == translation.text and record["tgt"].startswith("The")
+        assert record["pred_score"] == pytest.approx(translation.score, abs=1e-5)
+        assert record["steps"] == translation.steps() and record["words"] == translation.words()
+        assert all(len(step["alternatives"]) == ALTERNATIVES for step in record["steps"])
+    # without them the answer is OpenNMT-py's shape as before
+    status, answer = post(server, plain)
+    assert status == 200 and not {"steps", "words"} & set(answer[0][0])
+    assert answer[0][0]["tgt"] == translator.translate(SENTENCES[:1], beam_size=beam)[0].text
+    for bad, fragment in (({"alternatives": 5}, '"alternatives" must be true or false'),
+                          ({"prefix": 3}, '"prefix" must be a string')):
+        status, refused = post(server, [{"src": RAJESH, **bad}])
+        assert status == 400 and fragment in refused["error"]

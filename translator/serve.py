@@ -9,8 +9,10 @@ Endpoints:
 
 - ``POST /translate``: a JSON list of sentences, ``[{"src": "...", "id": 0}, ...]``, each
   with optional ``beam``, ``n_best``, ``to`` ("en" or "hi", for a model of both directions),
-  ``attention`` (true: the word-level matrix of the default view) and ``align`` (false: no
-  word links, and no attention computed for them). The answer is
+  ``attention`` (true: the word-level matrix of the default view), ``align`` (false: no
+  word links, and no attention computed for them), ``alternatives`` (true: each answer also
+  has ``steps`` and ``words``, what the model weighed: `Translation.steps`, `Translation.words`)
+  and ``prefix`` (text the translation starts with, scored by the model). The answer is
   OpenNMT-py's: one list per n-best rank, each holding one object per sentence,
   ``{"src", "tgt", "n_best", "pred_score", "align"}``, ``align`` being the Pharaoh word links
   ("0-0 1-2 ...": source word - target word) of the default view (`word_alignment`:
@@ -73,7 +75,9 @@ MAX_SENTENCES = 64  # sentences in one request
 MAX_BEAM = 32  # the widest beam a request may ask for
 MAX_PAGE_CHARACTERS = 2_000  # the longest sentence GET / draws the explorer for
 READ_TIMEOUT_S = 10.0  # a connection silent this long (mid-request or idle) is closed
-REQUEST_FIELDS = ("src", "id", "beam", "n_best", "to", "attention", "align")
+REQUEST_FIELDS = ("src", "id", "beam", "n_best", "to", "attention", "align", "alternatives",
+                  "prefix")
+ALTERNATIVES = 5  # the pieces listed per step when a sentence asks for "alternatives"
 MODEL_ID = 0  # OpenNMT-py's model id: this server holds one model
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,8 +229,18 @@ def _sentence(item: Any, number: int) -> Sentence:
             raise ServiceError("invalid", f'sentence {number}: "{name}" must be '
                                "true or false")
     options = Options(beam_size=beam, n_best=n_best, target_language=to,
-                      need_attention=attention or align)
+                      need_attention=attention or align, **_weighing(item, number))
     return Sentence(item["src"], options, attention, align)
+
+
+def _weighing(item: dict[str, Any], number: int) -> dict[str, Any]:
+    """The `Options` of a sentence's ``alternatives`` (true or false) and ``prefix`` (text)."""
+    alternatives, prefix = item.get("alternatives", False), item.get("prefix")
+    if not isinstance(alternatives, bool):
+        raise ServiceError("invalid", f'sentence {number}: "alternatives" must be true or false')
+    if prefix is not None and not isinstance(prefix, str):
+        raise ServiceError("invalid", f'sentence {number}: "prefix" must be a string')
+    return {"alternatives": ALTERNATIVES if alternatives else None, "prefix": prefix or None}
 
 
 def parse_request(body: bytes) -> list[Sentence]:
@@ -390,6 +404,8 @@ class TranslationService:
             record["warnings"] = translation.warnings
         if translation.target_language is not None:
             record["to"] = translation.target_language
+        if sentence.options.alternatives:
+            record["steps"], record["words"] = hypothesis.steps(), hypothesis.words()
         return record
 
     def attention_record(self, translation: Translation) -> dict[str, Any] | None:

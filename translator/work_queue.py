@@ -47,6 +47,8 @@ class Options:
     n_best: int = 1
     target_language: str | None = None
     need_attention: bool = True
+    alternatives: int | None = None  # each step's best pieces, recorded (search.alternatives)
+    prefix: str | None = None  # the text each translation starts with
 
     def arguments(self) -> dict[str, Any]:
         """The keywords for `Translator.translate`, without those left to the translator."""
