@@ -31,6 +31,7 @@ MAY_CHANGE = (
     "patience",  # early stopping: validations without improvement, counted from the start
     "average_last",  # how many of the last validations to average at the end
     "heatmaps",  # the showcase heatmaps at the end
+    "tensorboard",  # TensorBoard's event files from here on
 )
 
 # what a fixed key belongs to, for the message
