@@ -109,6 +109,13 @@ def tiny_run(tmp_path_factory):
                                perturb=False)
 
 
+def fitted_pairs(pairs: list[tuple[str, str, str]] | None = None) -> list[tuple[str, str]]:
+    """The 32 short (Hindi, English) pairs `write_fitted_run` fits its model to: those of at
+    most 8 Hindi words among ``pairs`` (None: the first 600 of the embedded train split)."""
+    pairs = pairs or read_split("train")[:600]
+    return [(hi, en) for hi, en, _ in pairs if len(hi.split()) <= 8][:32]
+
+
 def write_fitted_run(run_dir: Path, pairs: list[tuple[str, str, str]] | None = None,
                      steps: int = 40) -> Path:
     """A run folder as training writes it (config.yaml, tokenizer/, checkpoints/best.pt): the
@@ -117,6 +124,7 @@ def write_fitted_run(run_dir: Path, pairs: list[tuple[str, str, str]] | None = N
     Adam steps to 32 short pairs, so that its outputs end at different lengths, as a trained
     model's do. A few seconds, without the trainer."""
     pairs = pairs or read_split("train")[:600]
+    short = fitted_pairs(pairs)
     config = load_config(SMOKE, [f"model.max_positions={FITTED_POSITIONS}", "model.layers=2",
                                  "tokenizer.vocab_size=500"])
     tokenizer = Tokenizer.train(config.tokenizer, [hi for hi, _, _ in pairs],
@@ -125,7 +133,6 @@ def write_fitted_run(run_dir: Path, pairs: list[tuple[str, str, str]] | None = N
     config.model.target_vocab_size = tokenizer.target_vocab_size
     torch.manual_seed(0)
     model = Transformer(config.model)
-    short = [(hi, en) for hi, en, _ in pairs if len(hi.split()) <= 8][:32]
     batch = make_batch([tokenizer.encode_source(hi) for hi, _ in short],
                        [tokenizer.encode_target(en) for _, en in short],
                        tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
@@ -141,6 +148,18 @@ def write_fitted_run(run_dir: Path, pairs: list[tuple[str, str, str]] | None = N
                      "step": steps, "tokenizer": tokenizer.fingerprint()},
                     run_dir / "checkpoints" / "best.pt")
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def fitted_run_writer():
+    """`write_fitted_run`, for test files (a fixture, so that they need not import conftest)."""
+    return write_fitted_run
+
+
+@pytest.fixture(scope="session")
+def fitted_run_pairs() -> list[tuple[str, str]]:
+    """`fitted_pairs` of the default run: the sentences `fitted_run` knows by heart."""
+    return fitted_pairs()
 
 
 @pytest.fixture(scope="session")

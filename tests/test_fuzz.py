@@ -200,14 +200,33 @@ PHARAOH = st.one_of(
 @FUZZ
 @given(PHARAOH, st.integers(0, 40), st.integers(0, 40), st.booleans())
 def test_pharaoh_lines_parse_or_say_why(line, hindi, english, english_first):
+    """A line is refused exactly when the oracle (`pharaoh_links`) says it is not a Pharaoh
+    line of this pair, and parsed to the oracle's links otherwise."""
+    expected = pharaoh_links(line, hindi, english, english_first)
     try:
         parsed = links.parse_line(line, hindi, english, "fuzz", english_first)
     except TranslatorError:
-        parsed = None
-    if parsed is not None:
-        assert all(0 <= i < hindi and 0 <= j < english for i, j in parsed)
-        again = links.format_line(links.swap(parsed) if english_first else parsed)
-        assert links.parse_line(again, hindi, english, "fuzz", english_first) == parsed
+        assert expected is None, f"a valid line was refused: {line!r}"
+        return
+    assert parsed == expected
+    again = links.format_line(links.swap(parsed) if english_first else parsed)
+    assert links.parse_line(again, hindi, english, "fuzz", english_first) == parsed
+
+
+def pharaoh_links(line: str, hindi: int, english: int, english_first: bool):
+    """The sorted distinct links of a Pharaoh line (ASCII numbers i-j inside the pair's
+    words), or None when it is not one: written apart from `links.parse_line`."""
+    found = set()
+    for item in line.split():
+        numbers = item.split("-")
+        if len(numbers) != 2 or not all(n.isascii() and n.isdigit() for n in numbers):
+            return None
+        first, second = (int(n) if len(n) < 10 else 10**10 for n in numbers)
+        i, j = (second, first) if english_first else (first, second)
+        if i >= hindi or j >= english:
+            return None
+        found.add((i, j))
+    return sorted(found)
 
 
 
@@ -227,6 +246,29 @@ OVERRIDES = st.one_of(
     st.tuples(TEXT, VALUES).map("=".join),
     TEXT_WITH_SURROGATES,
 )
+
+
+# overrides that must load, with the value each must give (a refusal of any fails)
+VALID_OVERRIDES = st.one_of(
+    st.integers(1, 10**6).map(lambda n: ("train.max_steps", str(n), n)),
+    st.integers(0, 2**31 - 1).map(lambda n: ("train.seed", str(n), n)),
+    st.integers(1, 16).map(lambda n: ("search.beam_size", str(n), n)),
+    st.integers(0, 9).map(lambda n: ("model.dropout", f"0.{n}", n / 10)),
+    st.sampled_from(["hi-en", "en-hi", "both"]).map(lambda d: ("data.direction", d, d)),
+    st.sampled_from(["0.001", "0.0005", "0.1"]).map(
+        lambda v: ("train.learning_rate", v, float(v))),
+    st.sampled_from(["chrf", "bleu", "loss"]).map(
+        lambda v: ("train.early_stopping_metric", v, v)),
+)
+
+
+@settings(FUZZ, max_examples=100)
+@given(st.lists(VALID_OVERRIDES, min_size=1, max_size=3, unique_by=lambda o: o[0]))
+def test_valid_config_overrides_load_and_set_their_value(overrides):
+    config = load_config(None, [f"{key}={text}" for key, text, _ in overrides])
+    for key, _, value in overrides:
+        section, name = key.split(".")
+        assert getattr(getattr(config, section), name) == value, key
 
 
 @settings(FUZZ, max_examples=200)

@@ -87,12 +87,12 @@ class SteppingClock:
 
 def script_dev_scores(monkeypatch, scores, real: bool = False) -> None:
     """Validation reports ``scores`` (chrF, BLEU and negated loss alike: higher is better):
-    a dict step -> score, or a list taken in order (the averaged weights' validation comes
-    last). With ``real`` the model is validated as usual and only the scores are replaced."""
+    a dict step -> score (0 for a step it lacks), or a list taken in order (the averaged
+    weights' validation comes last). With ``real`` the model is validated as usual and only the scores are replaced."""
     validate, pending = Evaluator.validate, list(scores) if isinstance(scores, list) else None
 
     def scripted(self, dev, step):
-        score = pending.pop(0) if pending is not None else scores[step]
+        score = pending.pop(0) if pending is not None else scores.get(step, 0.0)
         record = validate(self, dev, step) if real else {"kind": "validation", "step": step,
                                                          "dev_perplexity": 1.0,
                                                          "dev_sentences": 4}
