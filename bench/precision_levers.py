@@ -2,6 +2,8 @@
 
     python bench/precision_levers.py [VARIANTS] [STEPS]     # THREADS=1 for one thread
     python bench/precision_levers.py fp32,bf16,bf16-attention-fp32,bf16-explicit 15
+    python bench/precision_levers.py fp32,bf16 40 --fresh     # each timing on new batches
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 python bench/precision_levers.py fp32,bf16 40 --fresh
 
 Builds the default run (configs/default.yaml) and times `Trainer.train_step` on the same STEPS
 batches for each variant, the variants alternating for three rounds (the best round counts),
@@ -9,6 +11,11 @@ so that a busy machine slows all alike. Variants: fp32 and bf16 as the package r
 bf16-attention-fp32, the attention core cast to fp32 inside the bf16 step; fp32-explicit and
 bf16-explicit, the attention's explicit four steps (`translator.attention`) forced in place of
 PyTorch's fused kernel. Prints ms/step and each variant's speed over fp32's, with the CPU.
+
+--fresh times every round of every variant on batches of its own, never seen before, as a run
+meets them: a bf16 step then also pays for oneDNN compiling kernels for the new shapes, which
+the repeated batches hide (oneDNN keeps 1,024 kernels unless ONEDNN_PRIMITIVE_CACHE_CAPACITY
+says otherwise; translator.device raises it to 32,768; set it to 1024 to see the old cost).
 """
 
 from __future__ import annotations
@@ -65,8 +72,10 @@ VARIANTS = {
 
 
 def main() -> int:
-    names = sys.argv[1].split(",") if len(sys.argv) > 1 else list(VARIANTS)
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    fresh = "--fresh" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--fresh"]
+    names = args[0].split(",") if args else list(VARIANTS)
+    steps = int(args[1]) if len(args) > 1 else 10
     torch.set_num_threads(int(os.environ.get("THREADS", "2")))
     functional = Functional()
     attention.F = functional
@@ -85,16 +94,22 @@ def main() -> int:
             functional.scaled_dot_product_attention = core or FUSED
             if core is None:  # the package's own path: bf16 on a CPU takes the explicit steps
                 attention.F = F
-            for batch in batches[:2]:  # untimed: first calls of this variant's kernels
-                trainer.train_step(iter([batch]))
+            if fresh:  # batches this process has not met yet, as in a run
+                batches = [next(source) for _ in range(steps)]
+            else:
+                for batch in batches[:2]:  # untimed: first calls of this variant's kernels
+                    trainer.train_step(iter([batch]))
             stream, started = iter(batches), time.perf_counter()
             for _ in batches:
                 trainer.train_step(stream)
             best[name] = min(best[name], (time.perf_counter() - started) / steps * 1000)
             attention.F = functional
     flags = ", ".join(native_bf16_flags()) or "no native bf16"
+    kind = "new batches each round" if fresh else "the same batches each round"
+    capacity = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
     print(f"## A training step's precision levers: {cpu_model()} ({flags}), "
-          f"{torch.get_num_threads()} thread(s), {steps} default-recipe batches, best of 3\n")
+          f"{torch.get_num_threads()} thread(s), {steps} default-recipe batches ({kind}, oneDNN "
+          f"cache {capacity} kernels), best of 3\n")
     print("| variant | ms/step | speed × fp32 |\n|---|---:|---:|")
     for name in names:
         ratio = f"{best['fp32'] / best[name]:.2f}" if "fp32" in best else "–"
