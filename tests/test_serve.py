@@ -42,6 +42,7 @@ from translator.serve import (
     Limits,
     ServiceError,
     TranslationService,
+    client_gone,
     make_server,
     parse_request,
 )
@@ -271,6 +272,28 @@ def test_a_request_out_of_time_is_unavailable_and_leaves_the_queue(make_service)
     assert refused.value.kind == "unavailable" and SERVICE_STATUS["unavailable"] == 503
     assert "not translated within 0.05 seconds" in refused.value.message
     assert service.queue.waiting() == (0, 0)
+
+
+def test_a_request_whose_client_went_away_leaves_the_queue(make_service):
+    service = make_service()  # its queue never starts
+    with pytest.raises(ServiceError) as refused:
+        service.translate(parse_request(b'[{"src": "a"}, {"src": "b"}]'), gone=lambda: True)
+    assert refused.value.kind == "unavailable" and "went away" in refused.value.message
+    assert service.queue.waiting() == (0, 0)
+
+
+def test_a_client_is_gone_once_it_closed_its_end():
+    ours, theirs = socket.socketpair()
+    try:
+        assert not client_gone(ours)  # connected, nothing sent
+        theirs.sendall(b"POST /translate HTTP/1.1\r\n")  # a pipelined next request
+        assert not client_gone(ours)
+        assert ours.recv(100)
+        theirs.close()
+        assert client_gone(ours)
+    finally:
+        ours.close()
+    assert client_gone(ours)  # closed here
 
 
 def test_align_false_computes_no_attention(make_service, translator):
@@ -556,24 +579,158 @@ def test_keep_alive_serves_many_requests_on_one_connection(server, translator):
 # ---------------------------------------------------------------- under load
 
 
-def test_eight_clients_of_25_requests_are_all_answered_correctly(server, translator):
-    sources = [f"{SENTENCES[i % 2]} {i}" for i in range(10)]  # ten different sentences
-    expected = {t.source: t.text for t in translator.translate(sources, beam_size=1,
-                                                                need_attention=False)}
+def test_sixteen_concurrent_clients_get_the_sequential_answers(server):
+    expected = [post(server, [{"src": s, "beam": 1}])[1] for s in SIXTEEN]
+    batches_before = server.service.queue.batches
+    barrier = threading.Barrier(len(SIXTEEN), timeout=120)
 
-    def client(number: int) -> list[tuple[str, str]]:
-        answers = []
-        for i in range(25):
-            source = sources[(number * 25 + i) % len(sources)]
-            status, answer = post(server, [{"src": source, "beam": 1}])
-            assert status == 200
-            answers.append((source, answer[0][0]["tgt"]))
-        return answers
+    def client(source: str) -> object:
+        barrier.wait()  # all at once
+        status, answer = post(server, [{"src": source, "beam": 1}])
+        assert status == 200, answer
+        return answer
 
-    with ThreadPoolExecutor(8) as pool:
-        results = [answer for answers in pool.map(client, range(8)) for answer in answers]
-    assert len(results) == 200
-    assert all(text == expected[source] for source, text in results)
+    with ThreadPoolExecutor(len(SIXTEEN)) as pool:
+        answers = list(pool.map(client, SIXTEEN, timeout=600))
+    assert_same_answers(answers, expected)
+    assert server.service.queue.batches - batches_before <= len(SIXTEEN)
+
+
+def vanish_mid_body(server) -> None:
+    """A client that sends half its body and goes away."""
+    with socket.create_connection(server.server_address[:2], timeout=30) as connection:
+        connection.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                           b'\r\n[{"src": ')
+
+
+def vanish_before_the_answer(server) -> None:
+    """A client that sends a whole request of 8 sentences, greedy (as the good clients: they
+    share batches), and goes away without reading the answer."""
+    body = json.dumps([{"src": RAJESH, "beam": 1}] * 8).encode("utf-8")
+    with socket.create_connection(server.server_address[:2], timeout=30) as connection:
+        connection.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                           + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def good_client(server, sources: list[str]) -> list:
+    """One keep-alive connection sending one greedy one-sentence request per source."""
+    host, port = server.server_address[:2]
+    connection = http.client.HTTPConnection(host, port, timeout=300)
+    answers = []
+    try:
+        for source in sources:
+            connection.request("POST", "/translate",
+                               body=json.dumps([{"src": source, "beam": 1}]).encode())
+            response = connection.getresponse()
+            answers.append((response.status, json.loads(response.read())))
+    finally:
+        connection.close()
+    return answers
+
+
+def assert_same_exchanges(got: list[tuple[int, list]], expected: list[tuple[int, list]]
+                          ) -> None:
+    """The same statuses, and the same answers (`assert_same_answers`)."""
+    assert [status for status, _ in got] == [status for status, _ in expected]
+    assert_same_answers([answer for _, answer in got], [answer for _, answer in expected])
+
+
+def test_bad_and_vanishing_clients_do_not_affect_the_others(server):
+    sources = SIXTEEN[:8]
+    expected = [post(server, [{"src": s, "beam": 1}]) for s in sources]
+    assert [status for status, _ in expected] == [200] * len(sources)
+    with ThreadPoolExecutor(12) as pool:
+        goods = [pool.submit(good_client, server, sources[i:] + sources[:i]) for i in range(4)]
+        others = [pool.submit(job, server) for job in (vanish_mid_body, vanish_before_the_answer)
+                  for _ in range(3)]
+        bad = [pool.submit(post, server, b'[{"src": ') for _ in range(3)]
+        answers = [future.result(timeout=600) for future in goods]
+        for future in others:
+            future.result(timeout=600)
+        assert all(future.result(timeout=600)[0] == 400 for future in bad)
+    for i, answer in enumerate(answers):
+        assert_same_exchanges(answer, expected[i:] + expected[:i])
+    status, _, body = request(server, "GET", "/health")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+
+
+def longest_sentence(translator, pieces: int) -> str:
+    """Words of RAJESH, over and over, up to ``pieces`` source pieces."""
+    words, text = RAJESH.split(), ""
+    for i in range(10 * pieces):
+        longer = f"{text} {words[i % len(words)]}".strip()
+        if len(translator.tokenizer.encode_source(longer)) > pieces:
+            return text
+        text = longer
+    raise AssertionError("unreachable")
+
+
+def test_under_load_and_abuse_good_answers_stay_right_while_a_maximal_request_runs(
+        translator, monkeypatch):
+    """#34's load run, small: a maximal legal request (8 sentences at the piece limit, beam
+    32), 4 good clients, and bad ones (2 MB body, over the piece limits, 65 sentences,
+    non-UTF-8, half-sent and vanishing bodies, an idle connection): the good requests that
+    arrive while the maximal one's first batch decodes (held until they are queued) are
+    decoded next, before the rest of it; every good answer is the sequential one, within
+    the time budget (not a 503); every bad one is its 4xx; the stop is clean (the idle
+    connection is closed, the serving thread ends)."""
+    limits = Limits(sentence_pieces=48, request_pieces=8 * 48, batch_pieces=96,
+                    request_seconds=240)
+    server = make_server(translator, "127.0.0.1", 0, quiet=True, read_timeout=30.0,
+                         limits=limits)
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    serving.start()
+    try:
+        sources = [f"{SENTENCES[i % 2 * 3]} {i}" for i in range(4)]  # under 48 pieces
+        expected = [post(server, [{"src": s, "beam": 1}]) for s in sources]
+        assert [status for status, _ in expected] == [200] * 4
+        maximal = [{"src": longest_sentence(translator, 48), "beam": 32}] * 8
+        bad = {b'[{"src": "' + b"a" * 2_000_000 + b'"}]': 413,
+               json.dumps([{"src": "क " * 200}]).encode(): 413,
+               json.dumps([{"src": SENTENCES[0]}] * 20).encode(): 413,  # over 8 x 48 pieces
+               json.dumps([{"src": "a"}] * (MAX_SENTENCES + 1)).encode(): 413,
+               '[{"src": "राजेश"}]'.encode("utf-16"): 400, b"[]": 400}
+        idle = socket.create_connection(server.server_address[:2], timeout=120)
+        calls = record_batches(monkeypatch, translator)
+        queue, queued = server.service.queue, threading.Event()
+
+        def hold(module, inputs) -> None:  # a pre-hook's value would replace the inputs
+            queued.wait(timeout=120)
+
+        held = translator.model.decoder_layers[0].register_forward_pre_hook(hold)
+        with ThreadPoolExecutor(16) as pool:
+            big = pool.submit(post, server, maximal)
+            wait_until(lambda: queue.waiting() == (6, 2), "the maximal request's first batch")
+            goods = [pool.submit(good_client, server, sources[i:] + sources[:i])
+                     for i in range(4)]
+            wait_until(lambda: queue.waiting() == (10, 2), "the good requests queued")
+            queued.set()
+            held.remove()
+            refused = {body: pool.submit(post, server, body) for body in bad}
+            vanished = [pool.submit(job, server) for job in (vanish_mid_body,
+                                                             vanish_before_the_answer)]
+            for i, future in enumerate(goods):
+                assert_same_exchanges(future.result(timeout=600), expected[i:] + expected[:i])
+            for body, future in refused.items():
+                status, answer = future.result(timeout=600)
+                assert status == bad[body] and set(answer) == {"error"}, answer
+            for future in vanished:
+                future.result(timeout=600)
+            status, answer = big.result(timeout=600)
+        assert status == 200 and len(answer[0]) == 8
+        # the first batch: two of the maximal request's sentences (96 pieces); then every
+        # good request queued meanwhile, before any more of it
+        assert calls[0][0] == [maximal[0]["src"]] * 2
+        later = [text for texts, _ in calls[1:] for text in texts]
+        assert max(later.index(source) for source in sources) < later.index(maximal[0]["src"])
+    finally:
+        queued.set()
+        server.shutdown()
+        server.server_close()
+        serving.join(timeout=60)
+    assert not serving.is_alive()
+    assert idle.recv(1) == b""  # closed by the stop, not by its read timeout (30 s)
+    idle.close()
 
 
 # ---------------------------------------------------------------- the page

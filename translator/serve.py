@@ -44,6 +44,7 @@ import hashlib
 import html
 import json
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -52,6 +53,7 @@ import threading
 import time
 import traceback
 from argparse import ArgumentParser, Namespace
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -365,25 +367,28 @@ class TranslationService:
         except TranslatorError as error:
             raise ServiceError("invalid", str(error)) from None
 
-    def translations(self, sentences: list[Sentence]) -> list[Translation]:
+    def translations(self, sentences: list[Sentence], gone: Callable[[], bool] | None = None
+                     ) -> list[Translation]:
         """One Translation per sentence, in order, decoded by the queue with the sentences of
-        other requests."""
+        other requests; ``gone()`` true: the client left, the work is dropped."""
         self._check(sentences)
         pieces = self.source_pieces(sentences)
         try:
             return self.queue.translate([s.src for s in sentences],
                                         [s.options for s in sentences], pieces,
-                                        self.limits.request_seconds)
+                                        self.limits.request_seconds, gone)
         except QueueError as error:  # stopping, or out of time
             raise ServiceError("unavailable", error.message) from None
         except TranslatorError as error:  # what the translator refuses
             raise ServiceError("invalid", str(error)) from None
 
-    def translate(self, sentences: list[Sentence]) -> list[list[dict[str, Any]]]:
-        """The /translate answer: ``answer[k][i]`` is the k-th best of sentence i."""
+    def translate(self, sentences: list[Sentence], gone: Callable[[], bool] | None = None
+                  ) -> list[list[dict[str, Any]]]:
+        """The /translate answer: ``answer[k][i]`` is the k-th best of sentence i (``gone``:
+        as `translations`)."""
         n_best = sentences[0].options.n_best
         answer: list[list[dict[str, Any]]] = [[] for _ in range(n_best)]
-        for sentence, translation in zip(sentences, self.translations(sentences)):
+        for sentence, translation in zip(sentences, self.translations(sentences, gone)):
             hypotheses = translation.nbest or [translation]
             for rank in range(n_best):
                 # fewer hypotheses than asked for (an input split into parts keeps only its
@@ -637,7 +642,9 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise RequestError(HTTPStatus.NOT_FOUND, f"POST {urlsplit(self.path).path} is not "
                                "served; POST to /translate")
         body = self._read_body()
-        self.send_json(self.server.service.translate(parse_request(body)))
+        sentences = parse_request(body)
+        self.send_json(self.server.service.translate(sentences,
+                                                     lambda: client_gone(self.connection)))
 
     _expecting_continue = False
 
@@ -688,6 +695,16 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise RequestError(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of "
                                f"its {size} bytes")
         return body
+
+
+def client_gone(connection: socket.socket) -> bool:
+    """Whether the client has closed its end of ``connection`` (waiting data, a pipelined
+    next request, is no sign of that)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):  # reset, or closed here
+        return True
 
 
 class TranslationServer(ThreadingHTTPServer):

@@ -11,8 +11,9 @@ each, that one worker thread gathers into batches, translates with one
   the rest of a long one, which is decoded between the others' batches.
 - **Failures stay with their request.** A batch that fails is translated again one sentence at
   a time, so only the sentence that fails fails its request.
-- **Deadlines and stopping.** A request not answered within its time gets `QueueError`
-  ("timeout") and its sentences are dropped; `close` answers every waiting request with
+- **Deadlines, vanished clients and stopping.** A request not answered within its time gets
+  `QueueError` ("timeout"), and one whose client has gone ("gone"); their sentences are
+  dropped; `close` answers every waiting request with
   `QueueError` ("stopping") and, for the PyTorch backend, interrupts the batch being decoded
   at its next step (a forward pre-hook on the model's layers), as it does a batch whose
   requests have all given up. CTranslate2 decodes a batch to its end.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,7 @@ from translator.translate import Translation, Translator
 
 GATHER_S = 0.005  # how long the first sentence of a batch waits for others to join it
 BATCH_PIECES = 1024  # source pieces decoded in one batch: bounds how long a batch takes
+GONE_CHECK_S = 0.25  # how often a waiting request checks that its client is still there
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,9 @@ class Options:
 
 
 class QueueError(TranslatorError):
-    """Why a request got no translation: ``reason`` is "stopping" (the queue was closed) or
-    "timeout" (its time ran out first); the message says it in one sentence."""
+    """Why a request got no translation: ``reason`` is "stopping" (the queue was closed),
+    "timeout" (its time ran out first) or "gone" (its client went away); the message says it
+    in one sentence."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -153,10 +157,12 @@ class WorkQueue:
     # -- the requests' side
 
     def translate(self, texts: list[str], options: list[Options], pieces: list[int],
-                  seconds: float) -> list[Translation]:
+                  seconds: float, gone: Callable[[], bool] | None = None
+                  ) -> list[Translation]:
         """The translations of ``texts`` (each with its options and source-piece count), in
         order, decoded in batches with other requests' sentences; `QueueError` when the queue
-        is closed, or ``seconds`` pass, before they are all done. The translator's errors
+        is closed, ``seconds`` pass, or ``gone()`` says that nobody waits for them any more
+        (checked every `GONE_CHECK_S`), before they are all done. The translator's errors
         (a target language it does not write, ...) are raised as they are."""
         ticket = Ticket(len(texts), seconds)
         items = [WorkItem(ticket, i, text, option, count)
@@ -167,10 +173,15 @@ class WorkQueue:
                                  "it again once it is back")
             self._pending.extend(items)
             self._condition.notify()
-        if not ticket.done.wait(timeout=seconds):
-            self._give_up(ticket, QueueError("timeout", f"the request was not translated "
-                                             f"within {seconds:g} seconds; send fewer or "
-                                             "shorter sentences, or try again later"))
+        while not ticket.done.wait(min(GONE_CHECK_S, max(0.0, ticket.deadline
+                                                          - time.monotonic()))):
+            if time.monotonic() >= ticket.deadline:
+                self._give_up(ticket, QueueError("timeout", f"the request was not translated "
+                                                 f"within {seconds:g} seconds; send fewer or "
+                                                 "shorter sentences, or try again later"))
+            elif gone is not None and gone():
+                self._give_up(ticket, QueueError("gone", "the client went away before its "
+                                                 "answer"))
         return ticket.outcome()
 
     def _give_up(self, ticket: Ticket, error: QueueError) -> None:
