@@ -12,7 +12,7 @@ import yaml
 
 from translator.config import load_config
 from translator.corpus import SHOWCASE
-from translator.model_card import data_licence
+from translator.model_card import data_licence, data_source
 from translator.training import train
 from translator.translate import Translator
 
@@ -64,6 +64,12 @@ def test_the_embedded_corpus_licence_is_read_from_its_data_card(run):
     assert (text, hub) == ("MIT (translator/corpus/DATACARD.md)", "mit")
     text, hub = data_licence(load_config(run / "config.yaml"))
     assert hub == "other" and text.startswith("unknown")
+
+
+def test_local_files_are_named_and_a_missing_split_left_out(small_corpus):
+    source = data_source(load_config(SMOKE, small_corpus["health"]))  # no test split
+    assert source.startswith("local files: train /") and ", dev /" in source
+    assert ", test " not in source and "None" not in source
 
 
 def test_each_export_has_a_filled_card(run, tmp_path):

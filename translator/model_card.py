@@ -71,7 +71,9 @@ def data_source(config: Config) -> str:
     if data.source == "hub":
         return f"the Hugging Face dataset {data.hub_id}" + (
             f" ({data.hub_config})" if data.hub_config else "")
-    return f"local files: train {data.train_path}, dev {data.dev_path}, test {data.test_path}"
+    paths = [f"{split} {path}" for split, path in (
+        ("train", data.train_path), ("dev", data.dev_path), ("test", data.test_path)) if path]
+    return f"local files: {', '.join(paths)}"
 
 
 def _metrics(run_dir: RunDir) -> list[dict[str, Any]]:
