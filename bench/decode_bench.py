@@ -7,7 +7,10 @@
 Translates the embedded corpus's test split (sources in the run's direction) in batches of
 similar length and prints a Markdown table: sentences/s, output tokens/s (the chosen
 translations' tokens, EOS included) and the cache's speed-up. Cached and uncached decoding
-must produce the same tokens; the table says whether they did.
+must produce the same tokens; the table says whether they did. A third row per search records
+what the model weighed (``--alternatives N``, default 5: each token's log-probability and its
+step's N best tokens, `translator.search.TokenRecords`): its cost is the row's speed against
+the cached one's, and it must not change the tokens either.
 
 With --ct2 a second table compares whole translations (`Translator.translate` against
 `translator.translate.Translator.from_export`: text in, text out) of ours and of the run's
@@ -45,26 +48,27 @@ def batches(translator: Translator, sources: list[str], batch_size: int) -> list
             for i in range(0, len(ids), batch_size)]
 
 
-def decode(translator: Translator, source: torch.Tensor, beam: int, use_cache: bool
-           ) -> list[list[int]]:
+def decode(translator: Translator, source: torch.Tensor, beam: int, use_cache: bool,
+           alternatives: int = 0) -> list[list[int]]:
     tok, model = translator.tokenizer, translator.model
     if beam == 1:
         found = greedy_search(model, source, tok.bos_id, tok.eos_id, use_cache=use_cache,
-                              need_attention=False)
+                              need_attention=False, alternatives=alternatives)
     else:
         found = [nbest[0] for nbest in beam_search(model, source, tok.bos_id, tok.eos_id, beam,
-                                                   use_cache=use_cache, need_attention=False)]
+                                                   use_cache=use_cache, need_attention=False,
+                                                   alternatives=alternatives)]
     return [h.tokens for h in found]
 
 
-def run(translator: Translator, sources: list[torch.Tensor], beam: int, use_cache: bool
-        ) -> tuple[float, list[list[int]]]:
-    decode(translator, sources[0][:2], beam, use_cache)  # warm-up
+def run(translator: Translator, sources: list[torch.Tensor], beam: int, use_cache: bool,
+        alternatives: int = 0) -> tuple[float, list[list[int]]]:
+    decode(translator, sources[0][:2], beam, use_cache, alternatives)  # warm-up
     if translator.device.type == "cuda":
         torch.cuda.synchronize()
     started = time.perf_counter()
     outputs = [tokens for source in sources for tokens in decode(translator, source, beam,
-                                                                   use_cache)]
+                                                                   use_cache, alternatives)]
     if translator.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - started, outputs
@@ -78,6 +82,8 @@ def main() -> int:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    parser.add_argument("--alternatives", type=int, default=5,
+                        help="the alternatives row's N (0: no such row)")
     parser.add_argument("--ct2", action="store_true",
                         help="also compare with CTranslate2 exports (float32, int8)")
     parser.add_argument("--ct2-only", action="store_true", help="only the CTranslate2 table")
@@ -112,6 +118,12 @@ def main() -> int:
             speed_up = "" if use_cache else f"{seconds / timings[True][0]:.1f}×"
             print(f"| {name} | {'on' if use_cache else 'off'} | {len(outputs) / seconds:.1f} | "
                   f"{tokens / seconds:,.0f} | {seconds:.2f} | {speed_up} | {same} |", flush=True)
+        if args.alternatives:
+            seconds, outputs = run(translator, sources, beam, True, args.alternatives)
+            same = "yes" if outputs == timings[True][1] else "NO"
+            print(f"| {name}, {args.alternatives} alternatives | on | "
+                  f"{len(outputs) / seconds:.1f} | {tokens / seconds:,.0f} | {seconds:.2f} | "
+                  f"{seconds / timings[True][0]:.2f}× the time | {same} |", flush=True)
     return ct2_table(args, translator, test) if args.ct2 else 0
 
 

@@ -397,16 +397,17 @@ def attribution_matrix(model: Transformer, tokenizer: Tokenizer, source_ids: lis
     2017) from a zero embedding, the gradient averaged at the midpoints of ``steps`` intervals;
     ``steps`` = 1 is plain input × gradient (the rows then sum to the first-order change)."""
     device = next(model.parameters()).device
-    source = torch.tensor([source_ids + [tokenizer.eos_id]] * steps, device=device)
-    target = torch.tensor([[tokenizer.bos_id, *target_ids, tokenizer.eos_id]] * steps,
+    rows = len(target_ids) + 1  # one copy of the sentence per target row and point: one pass
+    source = torch.tensor([source_ids + [tokenizer.eos_id]] * (rows * steps), device=device)
+    target = torch.tensor([[tokenizer.bos_id, *target_ids, tokenizer.eos_id]] * (rows * steps),
                           device=device)
     embeddings = model.source_embeddings
     tokens = (embeddings.tokens(source) * embeddings.scale).detach()
-    # the scaled inputs, one row each: α = 1 (input × gradient), or the midpoints of
+    # the scaled inputs, one copy each: α = 1 (input × gradient), or the midpoints of
     # integrated gradients' ``steps`` intervals between 0 and 1
     alphas = torch.ones(1, device=device, dtype=tokens.dtype) if steps == 1 else (
         torch.arange(steps, device=device, dtype=tokens.dtype) + 0.5) / steps
-    alphas = alphas[:, None, None]
+    alphas = alphas.repeat(rows)[:, None, None]
     scaled: list[Tensor] = []
 
     def scale_tokens(module, inputs, output):  # output: tokens + positions (dropout off)
@@ -420,13 +421,14 @@ def attribution_matrix(model: Transformer, tokenizer: Tokenizer, source_ids: lis
         finally:
             handle.remove()
         logits = model.decode(target[:, :-1], memory, source_mask).logits
-        chosen = logits.log_softmax(-1).gather(2, target[:, 1:, None])[..., 0]  # [steps, T+1]
-        rows = []
-        for t in range(chosen.size(1)):
-            (gradient,) = torch.autograd.grad(chosen[:, t].sum(), scaled[0],
-                                              retain_graph=t < chosen.size(1) - 1)
-            rows.append((gradient.mean(0) * tokens[0]).sum(-1))
-    return torch.stack(rows).detach().float().cpu()
+        # copy r differentiates target row r // steps: copies are independent, so the
+        # gradient of the sum is each copy's own
+        row_of = torch.arange(rows * steps, device=device) // steps
+        chosen = logits[torch.arange(rows * steps, device=device), row_of].log_softmax(-1)
+        chosen = chosen.gather(1, target[:, 1:].gather(1, row_of[:, None]))
+        (gradient,) = torch.autograd.grad(chosen.sum(), scaled[0])
+    gradient = gradient.view(rows, steps, *gradient.shape[1:]).mean(1)
+    return (gradient * tokens[0]).sum(-1).detach().float().cpu()
 
 
 def attribution_words(matrix: Tensor, source_pieces: Sequence[str],
