@@ -11,6 +11,7 @@ import torch
 from translator.cli import translate_main
 from translator.config import ConfigError, SearchConfig, load_config
 from translator.search import (
+    DoubledWords,
     RepetitionBans,
     ban_doubled_words,
     ban_repeated_ngrams,
@@ -46,14 +47,26 @@ def test_every_ngram_that_starts_like_the_newest_pieces_bans_its_end():
     assert banned(ban_repeated_ngrams(torch.zeros(2, VOCAB), generated, 2)) == [[6, 7]] * 2
 
 
-def test_a_word_may_not_follow_itself_but_a_piece_inside_a_word_may():
-    word_starts = torch.zeros(VOCAB, dtype=torch.bool)
-    word_starts[[5, 6]] = True  # 5 and 6 begin words, 7 continues one
-    generated = torch.tensor([[BOS, 6, 5], [BOS, 5, 7], [BOS, 7, 6]])
-    log_probs = torch.zeros(3, VOCAB)
-    assert banned(ban_doubled_words(log_probs, generated, word_starts)) == [[5], [], [6]]
-    assert banned(ban_doubled_words(log_probs, generated, None)) == [[], [], []]
-    assert banned(ban_doubled_words(log_probs, generated[:, :1], word_starts)) == [[]] * 3
+# a toy target vocabulary: 4–11 as pieces, "▁" beginning a word
+PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁red", "▁Red", "▁re", "d", "▁W", "at", "er", "▁water"]
+
+
+def test_a_word_may_not_follow_itself_whatever_its_case_or_pieces():
+    words = DoubledWords(PIECES)
+    generated = torch.tensor([[BOS, 4, 9], [BOS, 4, 6], [BOS, 8, 9], [BOS, 8, 9], [BOS, 6, 7]])
+    generated[3, 2] = 10  # "▁W er" is no word the vocabulary can double
+    log_probs = torch.zeros(5, VOCAB)
+    assert banned(ban_doubled_words(log_probs, generated, words)) == [
+        [],      # "red at": "at" is no word of its own here
+        [6, 7],  # "red re": "d" would make "red red", "▁re" "re re"
+        [],      # "Wat": nothing before it
+        [],      # "Wer"
+        [4, 5],  # "red" (as "▁re d"): "▁red" and "▁Red" would double it
+    ]
+    water = torch.tensor([[BOS, 8, 9, 10, 8, 9]])  # "Water Wat": "er" would double it
+    assert banned(ban_doubled_words(torch.zeros(1, VOCAB), water, words)) == [[10]]
+    assert banned(ban_doubled_words(log_probs, generated, None)) == [[]] * 5
+    assert banned(ban_doubled_words(log_probs, generated[:, :1], words)) == [[]] * 5
 
 
 def repetitive_model():
@@ -87,16 +100,21 @@ def test_no_output_of_either_search_holds_a_banned_repetition(n):
     generator = torch.Generator().manual_seed(1)
     source = torch.cat([torch.randint(4, VOCAB, (6, 9), generator=generator),
                         torch.full((6, 1), EOS)], dim=1)
-    word_starts = torch.arange(VOCAB) % 2 == 0  # even ids begin words
-    doubled = [t for t in outputs(model, source, None)
-               if any(a == b and word_starts[b] for a, b in zip(t, t[1:]))]
+    doubled = [t for t in outputs(model, source, None) if doubles_a_word(t)]
     repeated = [t for t in outputs(model, source, None)
                 if len(set(ngrams(t, n))) < len(ngrams(t, n))]
     assert doubled and repeated  # without bans this model repeats: the check below can fail
-    for tokens in outputs(model, source, RepetitionBans(n, word_starts)):
+    for tokens in outputs(model, source, RepetitionBans(n, DoubledWords(PIECES))):
         assert len(set(ngrams(tokens, n))) == len(ngrams(tokens, n)), tokens
-        assert not any(a == b and word_starts[b] for a, b in zip(tokens, tokens[1:])), tokens
+        assert not doubles_a_word(tokens), tokens
         assert tokens  # the bans never leave a row without a token to write
+
+
+def doubles_a_word(tokens: list[int]) -> bool:
+    """Whether ``tokens`` (ids of PIECES, up to EOS) say a word twice in a row, case aside."""
+    text = "".join(PIECES[t] for t in tokens if t != EOS)
+    words = text.replace("▁", " ").lower().split()
+    return any(a == b for a, b in zip(words, words[1:]))
 
 
 def test_the_runs_search_keys_become_its_translators_bans(tiny_run):
@@ -106,11 +124,11 @@ def test_the_runs_search_keys_become_its_translators_bans(tiny_run):
     assert RepetitionBans.of(translator.search, pieces) is None  # the tiny run bans nothing
     bans = RepetitionBans.of(SearchConfig(no_repeat_ngram=3, no_doubled_words=True), pieces)
     assert bans.no_repeat_ngram == 3
-    assert bans.word_starts.tolist() == [p.startswith("▁") for p in pieces]
-    assert any(bans.word_starts) and not all(bans.word_starts)
+    assert bans.doubled_words.begins_word == [p.startswith("▁") for p in pieces]
+    assert any(bans.doubled_words.begins_word) and not all(bans.doubled_words.begins_word)
     translator.set_search(no_repeat_ngram=2)
     bans = RepetitionBans.of(translator.search, pieces)
-    assert bans.no_repeat_ngram == 2 and bans.word_starts is None
+    assert bans.no_repeat_ngram == 2 and bans.doubled_words is None
 
 
 def test_translate_flags_change_the_bans_and_a_negative_n_is_one_sentence(tiny_run, capsys):
@@ -174,4 +192,4 @@ def test_a_negative_search_key_in_a_config_is_named_in_one_sentence(capsys):
         with pytest.raises(ConfigError) as raised:
             load_config(None, [f"train.{key}=-1"])
         assert str(raised.value) == expected
-        assert f"train.{key} → search.{key}" in capsys.readouterr().err
+        assert f"train.{key}=-1 is read as search.{key}=-1" in capsys.readouterr().err

@@ -97,27 +97,75 @@ def ban_repeated_ngrams(log_probs: Tensor, generated: Tensor, n: int) -> Tensor:
     return log_probs.masked_fill(banned, float("-inf"))
 
 
-def ban_doubled_words(log_probs: Tensor, generated: Tensor, word_starts: Tensor | None
+class DoubledWords:
+    """Which pieces would write the previous word again, case aside, however the pieces cut
+    it: no "failed failed", "UPI UPI UPI", "Water water" ("▁W at er ▁water") or "Red red",
+    the commonest loop of a model trained on little data (60 of 460 test translations of the
+    2026-12-01 default run; 0 of the references). A piece is banned when it would complete a
+    word equal to the one before it: a word-beginning piece equal to the newest word, or a
+    piece that continues the newest word into the word before it."""
+
+    def __init__(self, target_pieces: Sequence[str]) -> None:
+        self.begins_word = [piece.startswith("▁") for piece in target_pieces]
+        self.text = [piece.removeprefix("▁").lower() for piece in target_pieces]
+        self.beginning: dict[str, list[int]] = {}  # a word's text → pieces that are that word
+        self.continuing: dict[str, list[int]] = {}  # a text → pieces that continue a word so
+        for piece, (begins, text) in enumerate(zip(self.begins_word, self.text)):
+            if text:
+                (self.beginning if begins else self.continuing).setdefault(text, []).append(piece)
+
+    WINDOW = 16  # pieces read back from the newest: two words rarely take more
+
+    def last_words(self, ids: Sequence[int], whole: bool = True) -> tuple[str, str]:
+        """(the word before the newest, the newest word so far) of one row's pieces (``whole``:
+        all of them, so pieces before the first word-beginning one are a word too)."""
+        words, current = [], ""
+        for piece in reversed(ids):
+            current = self.text[piece] + current
+            if self.begins_word[piece]:
+                words.append(current)
+                current = ""
+                if len(words) == 2:
+                    break
+        # a row that begins inside a word (after a forced prefix, say); a cut word is none
+        words += [current if whole else "", ""]
+        return words[1], words[0]
+
+    def banned(self, generated: Tensor) -> list[list[int]]:
+        """For each row of ``generated`` [rows, t] (BOS first), the pieces it may not write."""
+        banned, whole = [], generated.size(1) - 1 <= self.WINDOW
+        for ids in generated[:, -min(self.WINDOW, generated.size(1) - 1):].tolist():
+            before, newest = self.last_words(ids, whole)
+            pieces = list(self.beginning.get(newest, ())) if newest else []
+            if newest and len(before) > len(newest) and before.startswith(newest):
+                pieces += self.continuing.get(before[len(newest):], ())
+            banned.append(pieces)
+        return banned
+
+
+def ban_doubled_words(log_probs: Tensor, generated: Tensor, words: DoubledWords | None
                       ) -> Tensor:
-    """``log_probs`` [rows, V] with -inf for the row's newest piece when it begins a word
-    (``word_starts`` [V] marks the pieces that do): no "failed failed" or "UPI UPI UPI", the
-    commonest loop of a model trained on little data (60 of 460 test translations of the
-    2026-12-01 default run; 0 of the references). None bans nothing."""
-    if word_starts is None or generated.size(1) < 2:
+    """``log_probs`` [rows, V] with -inf for the pieces that would double the row's newest
+    word (`DoubledWords`). None bans nothing."""
+    if words is None or generated.size(1) < 2:
         return log_probs
-    newest = generated[:, -1:]
-    doubled = torch.zeros_like(log_probs, dtype=torch.bool).scatter_(
-        1, newest, word_starts[newest])
-    return log_probs.masked_fill(doubled, float("-inf"))
+    cells = [(row, piece) for row, pieces in enumerate(words.banned(generated))
+             for piece in pieces]
+    if not cells:
+        return log_probs
+    rows, pieces = torch.tensor(cells, device=log_probs.device).unbind(1)
+    log_probs = log_probs.clone()
+    log_probs[rows, pieces] = float("-inf")
+    return log_probs
 
 
 @dataclass
 class RepetitionBans:
     """What a search refuses to write again: n-grams of pieces (``no_repeat_ngram`` n > 0)
-    and, given which pieces begin a word (``word_starts`` [V]), a word right after itself."""
+    and, given the target pieces (`DoubledWords`), a word right after itself."""
 
     no_repeat_ngram: int = 0
-    word_starts: Tensor | None = None
+    doubled_words: DoubledWords | None = None
 
     @classmethod
     def of(cls, search: SearchConfig, target_pieces: Sequence[str]) -> RepetitionBans | None:
@@ -125,16 +173,12 @@ class RepetitionBans:
         piece); None when it asks for none."""
         if not search.no_repeat_ngram and not search.no_doubled_words:
             return None
-        word_starts = None
-        if search.no_doubled_words:
-            word_starts = torch.tensor([piece.startswith("▁") for piece in target_pieces])
-        return cls(search.no_repeat_ngram, word_starts)
+        words = DoubledWords(target_pieces) if search.no_doubled_words else None
+        return cls(search.no_repeat_ngram, words)
 
     def apply(self, log_probs: Tensor, generated: Tensor) -> Tensor:
         log_probs = ban_repeated_ngrams(log_probs, generated, self.no_repeat_ngram)
-        word_starts = None if self.word_starts is None else self.word_starts.to(
-            log_probs.device)
-        return ban_doubled_words(log_probs, generated, word_starts)
+        return ban_doubled_words(log_probs, generated, self.doubled_words)
 
 
 class TokenRecords:
