@@ -18,6 +18,7 @@ import http.client
 import io
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -806,35 +807,139 @@ def test_in_chromium_the_typed_sentence_shows_its_explorer(server, tmp_path):
 # ---------------------------------------------------------------- the command
 
 
+class ServeProcess:
+    """``python -m translator serve ARGUMENTS`` in a process of its own, its standard error
+    read by a thread, so that every wait for a line has a deadline; killed on leaving."""
+
+    def __init__(self, *arguments: str) -> None:
+        environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "translator", "serve", "--port", "0", "--device", "cpu",
+             *arguments], stderr=subprocess.PIPE, text=True, env=environment)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = 240.0) -> re.Match:
+        """The first line from now on that ``pattern`` matches."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                raise AssertionError(f"the server ended: {''.join(self.seen)}")
+            self.seen.append(line)
+            if found := re.search(pattern, line):
+                return found
+        raise AssertionError(f"no line {pattern!r} within {timeout:g} s: {''.join(self.seen)}")
+
+    def address(self) -> tuple[str, int]:
+        netloc = urlsplit(self.wait_for(r"serving (http://[^/]+)/").group(1)).netloc
+        host, port = netloc.rsplit(":", 1)
+        return host, int(port)
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 60.0) -> tuple[int, str]:
+        """Send ``signum``; the exit code and the rest of standard error."""
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout=timeout)
+        while (line := self.lines.get(timeout=timeout)) is not None:
+            self.seen.append(line)
+        return code, "".join(self.seen)
+
+    def __enter__(self) -> "ServeProcess":
+        return self
+
+    def __exit__(self, *exception) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=60)
+
+
+class Address:
+    """What `request` and `post` need of a server: its address."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.server_address = address
+
+
 @pytest.mark.parametrize("signum, host", [(signal.SIGTERM, "127.0.0.1"),
                                           (signal.SIGINT, "127.0.0.2")])
-def test_the_command_serves_and_stops_cleanly_on_a_signal(tiny_run, signum, host):
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "translator", "serve", "--run", str(tiny_run), "--host", host,
-         "--port", "0", "--device", "cpu"], stderr=subprocess.PIPE, text=True, env=environment)
-    try:
-        lines = []
-        for line in process.stderr:  # until the server says where it listens
-            lines.append(line)
-            if line.startswith("serving "):
-                break
-        found = re.search(r"serving (http://[^/]+)/", "".join(lines))
-        assert found, "".join(lines)
-        netloc = urlsplit(found.group(1)).netloc
-        connection = http.client.HTTPConnection(netloc, timeout=30)
-        connection.request("GET", "/health")
-        assert json.loads(connection.getresponse().read())["status"] == "ok"
-        connection.close()
-        process.send_signal(signum)
-        assert process.wait(timeout=30) == 0
-        rest = process.stderr.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert "stopped" in rest and "Traceback" not in rest
-    warned = any("warning: serving on 127.0.0.2" in line for line in lines)
-    assert warned == (host != "127.0.0.1")
+def test_the_command_stops_on_a_signal_answering_the_request_in_flight(tiny_run, signum,
+                                                                       host):
+    """A batch gathers for 10 minutes here, so the request is in flight when the signal
+    comes: it is answered 503, and the server exits 0 at once."""
+    with ServeProcess("--run", str(tiny_run), "--host", host, "--gather-ms", "600000") as serve:
+        server = Address(serve.address())
+        status, _, body = request(server, "GET", "/health")
+        assert status == 200 and json.loads(body)["status"] == "ok"
+        with ThreadPoolExecutor(1) as pool:
+            in_flight = pool.submit(post, server, [{"src": SENTENCES[0]}])
+            wait_until(lambda: json.loads(request(server, "GET", "/health")[2])["queue"]
+                       == {"waiting": 1, "decoding": 0}, "the request queued")
+            code, stderr = serve.stop(signum)
+            status, answer = in_flight.result(timeout=60)
+    assert code == 0 and "stopped" in stderr and "Traceback" not in stderr
+    assert status == 503 and "the server is stopping" in answer["error"]
+    assert ("warning: serving on 127.0.0.2" in stderr) == (host != "127.0.0.1")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--port", "70000"], "error: --port 70000 is not a port; use 0 to 65535"),
+    (["--port", "-1"], "error: --port -1 is not a port"),
+    (["--max-sentence-pieces", "0"], "error: --max-sentence-pieces must be at least 1, not 0"),
+    (["--request-seconds", "0"], "error: --request-seconds must be at least 1, not 0"),
+    (["--batch-pieces", "100"], "error: --batch-pieces (100) must be at least "
+                                "--max-sentence-pieces (256)"),
+])
+def test_the_command_refuses_a_port_or_limit_out_of_range(tiny_run, capsys, arguments,
+                                                           message):
+    from translator import cli
+
+    assert cli.main(["serve", "--run", str(tiny_run), *arguments]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(message) and error.count("\n") == 1
+
+
+def test_the_command_lists_its_limits(capsys):
+    from translator import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["serve", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in (("--max-sentence-pieces", 256), ("--max-request-pieces", 4096),
+                          ("--request-seconds", 60), ("--batch-pieces", 1024),
+                          ("--gather-ms", 5)):
+        assert re.search(rf"{flag} \S+ .*?\(default {default}\)", text), flag
+
+
+def test_the_command_serves_a_ctranslate2_export(tiny_run, tmp_path):
+    pytest.importorskip("ctranslate2", reason="pip install -e '.[ct2]' to serve an export")
+    from translator import cli
+
+    export = tmp_path / "ct2"
+    assert cli.main(["export-ct2", str(tiny_run), str(export), "--quantization",
+                     "float32"]) == 0
+    items = [{"src": SENTENCES[0], "beam": 1}, {"src": RAJESH, "beam": 1}]
+    expected = Translator.from_export(export, device="cpu").translate(
+        [item["src"] for item in items], beam_size=1)
+    with ServeProcess("--backend", "ct2", "--run", str(export), "--quiet") as serve:
+        server = Address(serve.address())
+        status, _, body = request(server, "GET", "/health")
+        assert status == 200 and json.loads(body)["backend"] == "ct2"
+        status, answer = post(server, items)
+        code, stderr = serve.stop()
+    assert status == 200
+    assert [record["tgt"] for record in answer[0]] == [t.text for t in expected]
+    assert [record["align"] for record in answer[0]] == [links_of(t) for t in expected]
+    assert code == 0 and "Traceback" not in stderr
 
 
 # ---------------------------------------------------------------- alternatives and a prefix
