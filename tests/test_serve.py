@@ -956,7 +956,12 @@ def test_translate_with_alternatives_and_a_prefix(server, translator, beam):
     for record, translation in zip(answer[0], expected):
         assert record["tgt"] == translation.text and record["tgt"].startswith("The")
         assert record["pred_score"] == pytest.approx(translation.score, abs=1e-5)
-        assert record["steps"] == translation.steps() and record["words"] == translation.words()
+        # the same numbers up to float rounding (a batch of other sentences pads this one)
+        steps = translation.steps()
+        assert [s["piece"] for s in record["steps"]] == [s["piece"] for s in steps]
+        assert [s["log_prob"] for s in record["steps"]] == pytest.approx(
+            [s["log_prob"] for s in steps], abs=1e-4)
+        assert [w["word"] for w in record["words"]] == [w["word"] for w in translation.words()]
         assert all(len(step["alternatives"]) == ALTERNATIVES for step in record["steps"])
     # without them the answer is OpenNMT-py's shape as before
     status, answer = post(server, plain)
