@@ -1,6 +1,7 @@
 """Fixtures shared by several test files, and the ``cuda`` marker's skip."""
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+class SteppingClock:
+    """The time module, but time.time() moves on ``tick`` seconds at each call: a training
+    step then takes the same time on a fast machine and a loaded one."""
+
+    def __init__(self, tick: float = 1.0) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def time(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture(scope="session")
+def stepping_clock() -> type[SteppingClock]:
+    """`SteppingClock`, for test files (a fixture, so that they need not import conftest)."""
+    return SteppingClock
 
 
 @pytest.fixture(scope="module")

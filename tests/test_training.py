@@ -312,27 +312,13 @@ def test_a_log_file_gets_one_plain_line_per_log_step_and_no_redraws(tmp_path):
     assert [line.split()[1] for line in progress] == ["4/12", "8/12", "12/12"]
 
 
-class SteppingClock:
-    """The time module, but time.time() moves on ``tick`` seconds at each call: a step then
-    takes the same time on a fast machine and a loaded one."""
-
-    def __init__(self, tick: float) -> None:
-        self.now, self.tick = 0.0, tick
-
-    def time(self) -> float:
-        self.now += self.tick
-        return self.now
-
-    def __getattr__(self, name: str):
-        return getattr(time, name)
-
-
-def test_the_time_limit_drives_the_linear_schedule_to_zero(tmp_path, monkeypatch):
+def test_the_time_limit_drives_the_linear_schedule_to_zero(tmp_path, monkeypatch,
+                                                          stepping_clock):
     """train.max_minutes with the linear schedule: the run stops on time, and the learning
     rate logged at its last step is (nearly) zero however many steps that was. The loop's
     clock ticks 0.5 s a call (a few calls a step), so the step count does not depend on the
     machine's speed."""
-    monkeypatch.setattr(training, "time", SteppingClock(0.5))
+    monkeypatch.setattr(training, "time", stepping_clock(0.5))
     run_dir, code = train(smoke_config(tmp_path, "train.run_name=timed", "train.max_steps=100000",
                                        "train.max_minutes=0.15", "train.schedule=linear",
                                        "train.warmup_steps=2", "train.log_every=1",

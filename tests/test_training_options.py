@@ -69,26 +69,11 @@ def fit(config: Config, path: Path, resume: bool = False) -> Trainer:
     return trainer
 
 
-class SteppingClock:
-    """The time module, but time.time() moves on one second at each call: the time spent
-    a run counts is then the same for every run of the same steps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def time(self) -> float:
-        self.now += 1.0
-        return self.now
-
-    def __getattr__(self, name: str):
-        import time
-        return getattr(time, name)
-
-
 def script_dev_scores(monkeypatch, scores, real: bool = False) -> None:
     """Validation reports ``scores`` (chrF, BLEU and negated loss alike: higher is better):
     a dict step -> score (0 for a step it lacks), or a list taken in order (the averaged
-    weights' validation comes last). With ``real`` the model is validated as usual and only the scores are replaced."""
+    weights' validation comes last). With ``real`` the model is validated as usual and only
+    the scores are replaced."""
     validate, pending = Evaluator.validate, list(scores) if isinstance(scores, list) else None
 
     def scripted(self, dev, step):
@@ -126,13 +111,13 @@ RESUME_SCORES = {2: 10.0, 4: 12.0, 6: 11.0, 8: 11.5, 10: 11.0, 12: 10.0}
 
 
 @pytest.fixture(scope="module")
-def resumed(tmp_path_factory, corpus, one_thread) -> dict:
+def resumed(tmp_path_factory, corpus, one_thread, stepping_clock) -> dict:
     """Twelve steps in one go ("straight"), and six steps resumed to twelve ("split"), with
     every random stream in use, on a clock that ticks a second a call; their last.pt, best.pt,
     split's last.pt at step 6 ("halfway") and the config."""
     output = tmp_path_factory.mktemp("resume")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(training, "time", SteppingClock())
+        patch.setattr(training, "time", stepping_clock(1.0))
         script_dev_scores(patch, RESUME_SCORES, real=True)
         config = options_config(output, corpus, *RANDOM, "train.max_steps=12")
         fit(config, output / "straight")
