@@ -119,13 +119,15 @@ def measure(address: str, sources: list[str], clients: int, requests: int, beam:
 
 def maximal_request(tokenizer: Tokenizer, sentences: int, pieces: int, beam: int
                     ) -> list[dict]:
-    """``sentences`` sentences of Latin words, each just under ``pieces`` source pieces."""
+    """``sentences`` sentences of Latin words, each of at most ``pieces`` source pieces, as
+    many as fit."""
     rng = random.Random(0)
     items = []
     for _ in range(sentences):
         words: list[str] = []
-        while len(tokenizer.encode_source(" ".join([*words, "lorem"]))) < pieces:
-            words.append(rng.choice(LATIN))
+        while len(tokenizer.encode_source(" ".join(
+                [*words, word := rng.choice(LATIN)]))) <= pieces:
+            words.append(word)
         items.append({"src": " ".join(words), "beam": beam})
     return items
 
@@ -154,13 +156,15 @@ def load_run(address: str, sources: list[str], tokenizer: Tokenizer, args: argpa
     done, big_statuses, hold = threading.Event(), [], threading.Event()
 
     def abuser() -> None:  # the maximal request, over and over, until the good clients end
-        host_port = address
         while not done.is_set():
-            connection = http.client.HTTPConnection(host_port, timeout=600)
+            connection = http.client.HTTPConnection(address, timeout=600)
             try:
-                big_statuses.append(exchange(connection, maximal)[0])
+                status, answer = exchange(connection, maximal)
             finally:
                 connection.close()
+            big_statuses.append(status)
+            if status != 200:
+                raise SystemExit(f"the maximal request was refused ({status}): {answer}")
 
     bad = {"a 2 MB body": b'[{"src": "' + b"a" * 2_000_000 + b'"}]',
            "invalid JSON": b'[{"src": ', "non-UTF-8": '[{"src": "x"}]'.encode("utf-16"),
@@ -210,6 +214,8 @@ def main() -> int:
     parser.add_argument("--server-root", type=Path, default=ROOT,
                         help="the checkout whose server to start (default: this one)")
     parser.add_argument("--no-load", action="store_true", help="skip the load run")
+    parser.add_argument("--load-only", action="store_true",
+                        help="only the load run, and the one-client beam row it compares with")
     parser.add_argument("--max-sentences", type=int, default=16,
                         help="sentences of the load run's maximal request (16 x 255 pieces: "
                         "the server's 4,096-piece limit)")
@@ -224,8 +230,8 @@ def main() -> int:
         print("| search | clients | requests/s | p50 ms | p95 ms |")
         print("|---|---:|---:|---:|---:|")
         rates = {}
-        for beam in (1, args.beam):
-            for clients in args.clients:
+        for beam in (args.beam,) if args.load_only else (1, args.beam):
+            for clients in args.clients[:1] if args.load_only else args.clients:
                 rate, latencies, _ = measure(address, sources, clients, args.requests, beam)
                 rates[beam, clients] = rate
                 search = "greedy" if beam == 1 else f"beam {beam}"
