@@ -348,6 +348,17 @@ def _tagged_source(tokenizer: Tokenizer, text: str, model: Transformer,
     return tag + ids
 
 
+def fits(model: Transformer, tokenizer: Tokenizer, source: str, target: str,
+         target_language: str | None = None) -> bool:
+    """Whether the pair can be force-decoded by ``model``: both sides fit its positions."""
+    try:
+        _tagged_source(tokenizer, source, model, target_language)
+        _encode(tokenizer.encode_target, target, "target", model)
+    except AlignmentError:
+        return False
+    return True
+
+
 @torch.no_grad()
 def teacher_forced_attentions(
     model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]],

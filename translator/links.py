@@ -51,7 +51,7 @@ SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "gro
 DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
 INSTALL_HINT = "pip install -e '.[align]'"
 
-_LINK = re.compile(r"([0-9]+)-([0-9]+)")
+_LINK = re.compile(r"([0-9]{1,9})-([0-9]{1,9})")  # a word number, not a 4,301-digit int
 _NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 

@@ -34,6 +34,7 @@ from translator.alignment import (
     WordAlignment,
     align_pairs,
     alignment_error_rate,
+    fits,
     hard_links,
     merge_to_words,
     supervised_layer,
@@ -182,6 +183,20 @@ class Timeline:
         self.language = "en" if direction.both else None  # hi→en, as the showcase is drawn
         self.sentences = (until(read_timeline(self.path), resumed_step)
                           if resumed_step is not None else [])
+        self._keep_what_fits()
+
+    def _keep_what_fits(self) -> None:
+        """Leave out the pairs a small model cannot read whole (more pieces than its
+        positions), with their gold links: a smoke model of 32 positions, say."""
+        def fit(pairs):
+            return [fits(self.model, self.tokenizer, s, r, self.language) for s, r in pairs]
+        kept = fit(self.pairs)
+        self.gold = [g for g, k in zip(self.gold, kept) if k]
+        self.pairs = [p for p, k in zip(self.pairs, kept) if k]
+        self.showcase_count = sum(kept[: len(corpus.SHOWCASE)])
+        kept = fit(self.dev_pairs)
+        self.dev_gold = [g for g, k in zip(self.dev_gold, kept) if k]
+        self.dev_pairs = [p for p, k in zip(self.dev_pairs, kept) if k]
 
     def forced(self) -> list[tuple[WordAlignment, list[Link]]]:
         """Each followed pair's word-level attention (weights [layers, heads, T+1, S+1], EOS
@@ -225,8 +240,10 @@ class Timeline:
             sentence.weights.append(words.weights.half())
             showcase_links.append(links)
         write_timeline(self.path, self.sentences)
-        figures = {"showcase_aer": round(alignment_error_rate(
-            showcase_links[: len(self.gold)], self.gold), 4)}
+        figures = {}
+        if self.gold:
+            figures["showcase_aer"] = round(alignment_error_rate(
+                showcase_links[: self.showcase_count], self.gold), 4)
         if self.dev_pairs:
             dev_links = align_pairs(self.model, self.tokenizer, self.dev_pairs, self.layer,
                                     device=self.device, target_language=self.language,
