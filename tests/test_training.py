@@ -24,6 +24,7 @@ from translator.corpus import SHOWCASE
 from translator.data import load_splits
 from translator.explorer import read_explorer_data
 from translator.run_dir import RunDir, RunDirError
+from translator.timeline import read_timeline
 from translator.training import TrainingError, train
 from translator.translate import Translator
 
@@ -121,9 +122,10 @@ def test_plot_run_redraws_the_curves_and_the_showcase(smoke_run, tmp_path, monke
     # one short sentence keeps the babbling smoke model quick
     monkeypatch.setattr("translator.corpus.SHOWCASE", [("मुंबई की ट्रेन", "the train to Mumbai")])
     assert plot_run_main([str(copy), "--device", "cpu", "--beam", "1"]) == 0
+    followed = len(read_timeline(copy / "timeline.pt"))  # the run's timeline: one GIF each
     assert sorted(p.name for p in (copy / "heatmaps").iterdir()) == [
         "showcase-1-heads.png", "showcase-1-layers.png", "showcase-1.html", "showcase-1.json",
-        "showcase-1.png", "showcase-1.svg"]
+        "showcase-1.png", "showcase-1.svg", *(f"timeline-{i}.gif" for i in range(1, followed + 1))]
     record = json.loads((copy / "heatmaps" / "showcase-1.json").read_text(encoding="utf-8"))
     assert record["source"] == "मुंबई की ट्रेन" and record["beam_size"] == 1
     assert read_explorer_data(copy / "heatmaps" / "showcase-1.html")["weights"]["mean"][

@@ -174,11 +174,12 @@ def test_a_resumed_run_goes_on_counting_its_time(resumed):
     assert 0 < halfway < resumed["split last"]["seconds"] <= resumed["straight last"]["seconds"]
 
 
-@pytest.mark.xfail(strict=True, reason="found 2026-12-03: last.pt is written before its step "
-                   "(and its validation) is counted into the time spent, so a resume loses "
-                   "that step's time (here 18 of 21 ticks); training.py's owner to fix")
 def test_a_resumed_run_has_spent_the_time_of_one_run(resumed):
-    assert resumed["split last"]["seconds"] == resumed["straight last"]["seconds"]
+    """Each checkpoint holds the time spent up to its save (the step and its validation): on
+    the stepping clock a resumed run misses one tick, the read that closes the saved step
+    after its checkpoint is written (before the fix it missed the step: 18 of 21 ticks)."""
+    split, straight = resumed["split last"]["seconds"], resumed["straight last"]["seconds"]
+    assert straight - 1 <= split <= straight
 
 
 # ---------------------------------------------------------------- early stopping

@@ -234,6 +234,7 @@ class Trainer:
         True when early stopping says stop."""
         stop = False
         if self.run.main and not self.run.dev_data.pairs:  # no dev split: nothing to score
+            self.count_time()
             self.save("last")
         elif self.run.main:
             record = self.evaluator.validate(self.run.dev_data, self.step)
@@ -249,6 +250,7 @@ class Trainer:
                 f"{record['dev_perplexity']:.1f}  BLEU {record['dev_bleu']:.1f}  chrF "
                 f"{record['dev_chrf']:.1f}" + other_ways(record, self.evaluator.direction)
                 + ("  (best)" if improved else ""))
+            self.count_time()
             self.save("last", also=("best",) if improved else ())  # best.pt: a link, no copy
             self.remember_weights()
             patience = self.cfg.patience
@@ -282,10 +284,10 @@ class Trainer:
             f"{len(run.train_data.pairs):,} training pairs  |  device {run.device}, "
             f"{run.precision} ({run.precision_reason}), {run.world_size} process(es)")
         batches = self.batches()
-        bar = self.progress_bar()
+        self.bar = bar = self.progress_bar()
         window_start, window_tokens = time.time(), 0
+        self.counted_until = time.time()
         while self.step < cfg.max_steps:
-            step_start = time.time()
             loss, tokens = self.train_step(batches)
             window_tokens += tokens
             if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
@@ -304,7 +306,7 @@ class Trainer:
                 code = self.stop_by_signal()
                 bar.close()
                 return code
-            self.advance(bar, time.time() - step_start)
+            self.count_time()
         bar.close()
         self.average_last_validations()
         return 0
@@ -319,6 +321,14 @@ class Trainer:
                     initial=round(run.budget.seconds) if timed else self.step,
                     unit="s" if timed else "step", desc="training", dynamic_ncols=True,
                     disable=not run.main or not sys.stderr.isatty())
+
+    def count_time(self) -> None:
+        """Count the wall time since the last count (a step, its validation) into the budget:
+        at the end of each step, and before each save, so that a checkpoint holds all the
+        time spent up to it and a resumed run's budget is that of one run."""
+        now = time.time()
+        self.advance(self.bar, now - self.counted_until)
+        self.counted_until = now
 
     def advance(self, bar: tqdm, seconds: float) -> None:
         """Count a step's wall time (validation included) into the budget and the bar."""
@@ -377,6 +387,7 @@ class Trainer:
 
     def stop_by_signal(self) -> int:
         """Save last.pt and say how to resume; the exit code is 128 + the signal number."""
+        self.count_time()
         path = self.save("last")
         name = signal.Signals(self.stop_signal).name
         say(f"stopped by {name} at step {self.step}; checkpoint saved to {path}; continue with: "
