@@ -74,7 +74,7 @@ def _run_arguments(parser: argparse.ArgumentParser, positional: bool = False) ->
         parser.add_argument("--run", type=Path, default=None,
                             help="run folder (default: runs/latest, the newest run)")
     _checkpoint_argument(parser)
-    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N, mps")
 
 
 def _checkpoint_argument(parser: argparse.ArgumentParser) -> None:
@@ -124,9 +124,8 @@ def _backend_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="torch", choices=BACKENDS,
                         help="torch (default): the run's PyTorch model; ct2: a CTranslate2 "
                         "export, named by --run (python -m translator export-ct2 RUN OUT)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads of CTranslate2 for --backend ct2 (default 0: its "
-                        "own choice)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads of CTranslate2 "
+                        "for --backend ct2 (default 0: its own choice)")
 
 
 def load_translator(args: argparse.Namespace) -> Translator:
@@ -173,16 +172,15 @@ def translate_arguments(parser: argparse.ArgumentParser) -> None:
     _to_argument(parser)
     _search_arguments(parser, ("beam_size", "n_best", *SEARCH_FLAGS[1:], "alternatives"))
     parser.add_argument("--prefix", metavar="TEXT", help="text every translation starts with")
-    parser.add_argument("--json", action="store_true", help="one JSON object a line: source, "
-                        "text, score, tokens, warnings (--alternatives: steps, words)")
+    parser.add_argument("--json", action="store_true", help="a JSON object a line: source, text, "
+                        "score, tokens, warnings (--alternatives: steps, words)")
     for kind, (what, suffixes) in PICTURES.items():
         metavar = "FILE" + suffixes[0].upper()
         parser.add_argument(f"--{kind.replace('_', '-')}", type=Path, metavar=metavar,
                             help=f"{what} ({' or '.join(suffixes)})")
     parser.add_argument("--attribution", action="store_true", help="--plot: input × gradient")
-    parser.add_argument("--layer", type=int, default=None, help="decoder layer for --plot and "
-                        "--plot-heads, and the one --html opens on (default: "
-                        "translator.alignment.DEFAULT_LAYER; -1 is the last)")
+    parser.add_argument("--layer", type=int, default=None, help="decoder layer of --plot, "
+                        "--plot-heads and --html (default: alignment.DEFAULT_LAYER; -1: last)")
     _backend_argument(parser)
 
 
@@ -397,7 +395,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, (description, add_arguments, run) in COMMANDS.items():
         command = commands.add_parser(name, help=description, description=description)
         add_arguments(command)
-        # not "run", which --run (the run folder) would overwrite
-        command.set_defaults(run_command=run)
+        command.set_defaults(run_command=run)  # not "run", which --run would overwrite
     args = parser.parse_args(argv)
     return _run(args.run_command, args)
