@@ -1,8 +1,6 @@
 """Devices and precision: names resolved or refused with one sentence, fp16 refused on CPUs,
 autocast only where a lower precision is asked for."""
 
-import os
-
 import pytest
 import torch
 
@@ -120,16 +118,3 @@ def test_dropout_off_the_cpu_is_torchs_own():
     assert out.device.type == "meta" and out.shape == (4, 5)
     assert dropout_state() == before
 
-
-def test_bf16_on_a_cpu_keeps_onednn_kernels_for_every_batch_shape(monkeypatch):
-    """oneDNN's default cache of 1,024 kernels thrashes on a run's ~650 batch shapes: entering
-    bf16 on a CPU raises it (before oneDNN's first call reads it), and a user's value stays."""
-    name, capacity = device.ONEDNN_CACHE_CAPACITY
-    monkeypatch.delenv(name, raising=False)
-    with device.autocast(torch.device("cpu"), "fp32"):
-        assert name not in os.environ  # fp32 matrix products do not go through oneDNN
-    with device.autocast(torch.device("cpu"), "bf16"):
-        assert os.environ[name] == capacity
-    monkeypatch.setenv(name, "2048")
-    with device.autocast(torch.device("cpu"), "bf16"):
-        assert os.environ[name] == "2048"

@@ -116,19 +116,9 @@ def resolve_precision(precision: str, device: torch.device) -> str | None:
     return None if precision == "probe" and native_bf16_flags() else "fp32"
 
 
-# oneDNN, which computes PyTorch's bf16 matrix products on x86 CPUs, compiles a kernel for
-# every new shape and keeps 1,024 of them. A run's token batches have ~650 shapes of ~35
-# kernels each, so that cache thrashes: ~32 kernels compiled again at every step, ~20 ms of a
-# ~100 ms bf16 step (ONEDNN_VERBOSE=2 on the default recipe; bench/precision_levers.py
-# --fresh). oneDNN reads the capacity once, at its first call: hence before autocast.
-ONEDNN_CACHE_CAPACITY = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "32768")
-
-
 def autocast(device: torch.device, precision: str) -> AbstractContextManager:
     """The context a forward pass runs in: nothing for fp32, torch.autocast otherwise."""
     if precision == "fp32":
         return nullcontext()
-    if device.type == "cpu":  # a user's own setting stays
-        os.environ.setdefault(*ONEDNN_CACHE_CAPACITY)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
