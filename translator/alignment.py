@@ -211,6 +211,18 @@ def word_alignment(
                           target_pieces, eos)
 
 
+def every_head_to_words(attention: Tensor, source_pieces: Sequence[str],
+                        target_pieces: Sequence[str]) -> WordAlignment:
+    """Every layer's and head's word-level matrix, EOS row and column kept: weights
+    [layers, heads, T+1, S+1] (the training timeline stores these)."""
+    merged = [[merge_to_words(head, source_pieces, target_pieces, eos="keep") for head in layer]
+              for layer in attention]
+    first = merged[0][0]
+    return WordAlignment(first.source_words[:-1], first.target_words[:-1],
+                         torch.stack([torch.stack([m.weights for m in layer])
+                                      for layer in merged]), eos_kept=True)
+
+
 # ---------------------------------------------------------------- a sentence's views
 
 

@@ -5,7 +5,7 @@ direction) and any pairs the config adds (``train.timeline``) are force-decoded 
 reference translations (`translator.alignment.teacher_forced_attentions`), and the word-level
 cross-attention of every decoder layer and head is appended, in float16, to one file of the
 run folder (`RunDir.timeline_file`, timeline.pt). Each matrix keeps the end-of-sentence
-row and column (`merge_to_words` with eos="keep"), so a reader gets exactly the views the
+row and column (`every_head_to_words`), so a reader gets exactly the views the
 explorer shows (EOS dropped, rows renormalised) and the share that went to EOS.
 
     timeline = Timeline(model, tokenizer, config, device, run_dir)
@@ -34,9 +34,9 @@ from translator.alignment import (
     WordAlignment,
     align_pairs,
     alignment_error_rate,
+    every_head_to_words,
     fits,
     hard_links,
-    merge_to_words,
     supervised_layer,
     teacher_forced_attentions,
     word_alignment,
@@ -206,13 +206,7 @@ class Timeline:
             full_context=self.full_context)
         results = []
         for attention, source_pieces, target_pieces in attentions:
-            merged = [[merge_to_words(head, source_pieces, target_pieces, eos="keep")
-                       for head in layer] for layer in attention]
-            first = merged[0][0]
-            words = WordAlignment(
-                first.source_words[:-1], first.target_words[:-1],
-                torch.stack([torch.stack([m.weights for m in layer]) for layer in merged]),
-                eos_kept=True)
+            words = every_head_to_words(attention, source_pieces, target_pieces)
             view = word_alignment(attention, source_pieces, target_pieces, self.layer)
             results.append((words, hard_links(view.weights)))
         return results
