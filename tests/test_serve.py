@@ -225,9 +225,8 @@ def test_a_long_request_takes_turns_with_a_short_one(make_service, translator, m
     assert short_answer[0][0]["tgt"] == translator.translate(SENTENCES[:1])[0].text
 
 
-def test_a_failing_sentence_fails_only_its_request(make_service, translator, monkeypatch):
-    requests = [[{"src": SENTENCES[0]}], [{"src": "FAIL"}], [{"src": SENTENCES[3]}]]
-    expected = [answer_of(make_service(start=True), items) for items in requests[::2]]
+def fail_on_the_word_fail(translator, monkeypatch) -> None:
+    """A planted fault: ``translator.translate`` raises for any batch holding "FAIL"."""
     translate = translator.translate
 
     def failing(texts, **keywords):
@@ -236,6 +235,12 @@ def test_a_failing_sentence_fails_only_its_request(make_service, translator, mon
         return translate(texts, **keywords)
 
     monkeypatch.setattr(translator, "translate", failing)
+
+
+def test_a_failing_sentence_fails_only_its_request(make_service, translator, monkeypatch):
+    requests = [[{"src": SENTENCES[0]}], [{"src": "FAIL"}], [{"src": SENTENCES[3]}]]
+    expected = [answer_of(make_service(start=True), items) for items in requests[::2]]
+    fail_on_the_word_fail(translator, monkeypatch)
     service = make_service()
     first, failed, last = queued_at_once(service, requests)
     assert isinstance(failed, RuntimeError) and str(failed) == "a planted failure"
@@ -545,14 +550,8 @@ def test_expect_100_continue_is_answered_before_the_body(server, translator):
 
 def test_a_failure_inside_is_a_500_and_the_next_request_is_answered(server, translator,
                                                                      monkeypatch):
-    translate = translator.translate
-
-    def failing(texts, **keywords):
-        if "FAIL" in texts:
-            raise RuntimeError("a planted failure")
-        return translate(texts, **keywords)
-
-    monkeypatch.setattr(translator, "translate", failing)
+    translate = translator.translate  # the unfailing one, for the expected answer
+    fail_on_the_word_fail(translator, monkeypatch)
     status, answer = post(server, [{"src": "FAIL"}])
     assert status == 500
     assert answer == {"error": "the server failed on this request (RuntimeError); it goes on "
