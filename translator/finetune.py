@@ -27,7 +27,7 @@ from translator.config import Config, build_config, config_to_dict, load_config
 from translator.encoded import PreparedData
 from translator.errors import TranslatorError
 from translator.reporting import log, say
-from translator.resume import _show
+from translator.resume import override_text
 from translator.run_dir import RunDir, file_sha256
 
 # The train keys a fine-tune sets unless the config file or an override does: a lower peak (a
@@ -90,7 +90,7 @@ def check_fixed_sections(written: dict[str, Any], saved: dict[str, Any], config:
     """Refuse a config file that sets a model or tokenizer key to another value than the
     parent's (vocabulary sizes and the pad id come from the tokenizer: not compared)."""
     derived = ("source_vocab_size", "target_vocab_size", "pad_id")
-    changed = [f"{section}.{key}={_show(value)}" for section in FIXED_SECTIONS
+    changed = [f"{section}.{key}={override_text(value)}" for section in FIXED_SECTIONS
                for key, value in (written.get(section) or {}).items()
                if key not in derived and saved[section].get(key) != value]
     if changed:

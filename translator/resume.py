@@ -48,16 +48,16 @@ class ResumeError(TranslatorError):
     """An override that a resumed run cannot honour."""
 
 
-def _show(value: Any) -> str:
+def override_text(value: Any) -> str:
     """A value as it is written in an override (YAML): null, true, [0.9, 0.98]."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
+        return "[" + ", ".join(override_text(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {override_text(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -88,13 +88,14 @@ def check_resume(saved: Config | dict[str, Any], config: Config, run: str | Path
         return
     folder = [c for c in changes if c[0] == "train" and c[1] in RUN_FOLDER_KEYS]
     if folder:
-        overrides = " ".join(f"train.{key}={_show(new)}" for _, key, _, new in folder)
+        overrides = " ".join(f"train.{key}={override_text(new)}" for _, key, _, new in folder)
         raise ResumeError(f"--resume continues {run} in place, so it takes no new run folder; "
                           f"drop {overrides} or start a new run without --resume")
-    trained = ", ".join(f"{key} {_show(old)}" for _, key, old, _ in changes)
+    trained = ", ".join(f"{key} {override_text(old)}" for _, key, old, _ in changes)
     kept = [KEPT[s] for s in KEPT if any(c[0] == s for c in changes)]
     kept_text = kept[0] if len(kept) == 1 else f"{', '.join(kept[:-1])} and {kept[-1]}"
-    overrides = " ".join(f"{section}.{key}={_show(new)}" for section, key, _, new in changes)
+    overrides = " ".join(f"{section}.{key}={override_text(new)}"
+                         for section, key, _, new in changes)
     raise ResumeError(f"{run} was trained with {trained}; --resume keeps the run's "
                       f"{kept_text}; drop {overrides} or start a new run")
 
