@@ -1,5 +1,7 @@
 """Tests for translator.tokenizer: SentencePiece training, round trips, saving and loading."""
 
+import dataclasses
+import json
 import unicodedata
 
 import pytest
@@ -8,7 +10,7 @@ import sentencepiece as spm
 from translator.corpus import read_split
 from translator.data import normalize
 from translator.direction import TAGS
-from translator.tokenizer import Tokenizer, TokenizerConfig, TokenizerError
+from translator.tokenizer import Tokenizer, TokenizerConfig, TokenizerError, capitalized
 
 HINDI = [
     "मैं घर जा रहा हूँ।",
@@ -56,7 +58,8 @@ def test_round_trip_including_unseen_characters(tmp_path, model_type, joint):
     for text in ENGLISH + UNSEEN:
         ids = tokenizer.encode_target(text)
         assert tokenizer.unk_id not in ids
-        assert tokenizer.decode_target(ids) == normalize(text)
+        # a target's first letter comes back a capital (tokenizer.truecase, on by default)
+        assert tokenizer.decode_target(ids) == capitalized(normalize(text))
 
 
 @pytest.mark.parametrize("joint", [True, False])
@@ -203,7 +206,49 @@ def test_a_tokenizer_without_tags_is_the_one_made_before_tags_existed(tmp_path, 
     assert spm.__version__ in FINGERPRINTS, (
         f"SentencePiece {spm.__version__} is outside the versions pyproject.toml pins "
         f"({', '.join(FINGERPRINTS)}): install one of them, or add its fingerprints here")
-    tokenizer = train(tmp_path, joint=joint)
+    tokenizer = train(tmp_path, joint=joint, truecase=False)  # as before truecase existed
     assert tokenizer.fingerprint() == FINGERPRINTS[spm.__version__][joint]
     assert tokenizer.tags == {}
     assert "<2en>" not in tokenizer.source_pieces(tokenizer.encode_source("<2en> घर"))
+
+
+def test_truecase_encodes_a_first_word_as_it_is_written_mid_sentence(tmp_path):
+    rows = read_split("train")[:3000]
+    hindi, english = [h for h, _, _ in rows], [e for _, e, _ in rows]
+    cfg = TokenizerConfig(vocab_size=1500, joint=False, target_vocab_size=600)
+    tokenizer = Tokenizer.train(cfg, hindi, english, tmp_path / "tokenizer")
+    assert tokenizer.target_model.encode("Water", out_type=str) == ["▁", "W", "at", "er"]
+    # "water" has a piece of its own; "Delhi" and "The" are pieces as written (their small
+    # forms are not shorter); "UPI" is spelled either way
+    for text, first in [("Water, please", "▁water"), ("Delhi is big.", "▁Delhi"),
+                        ("The train", "▁The"), ("UPI failed", "▁")]:
+        ids = tokenizer.encode_target(text)
+        assert tokenizer.target_pieces(ids)[0] == first, text
+        assert tokenizer.decode_target(ids) == text
+        assert "".join(tokenizer.shown_target_pieces(ids)).replace("▁", " ").strip() == text
+    # the batch form, which encodes a corpus, alike
+    assert tokenizer.encode_targets(["Water, please", "Delhi is big."]) == [
+        tokenizer.encode_target("Water, please"), tokenizer.encode_target("Delhi is big.")]
+    # a tokenizer without it encodes the text as written and decodes it so
+    plain = Tokenizer.train(dataclasses.replace(cfg, truecase=False), hindi, english,
+                            tmp_path / "plain")
+    assert plain.target_pieces(plain.encode_target("Water, please"))[0] == "▁"
+    assert plain.decode_target(plain.encode_target("water")) == "water"
+    assert plain.fingerprint() != tokenizer.fingerprint()
+
+
+def test_a_tokenizer_saved_before_truecase_loads_without_it(tmp_path):
+    tokenizer = train(tmp_path, joint=False)
+    config = tmp_path / "tokenizer" / "tokenizer.json"
+    settings = json.loads(config.read_text())
+    assert settings["truecase"] is True
+    del settings["truecase"]
+    config.write_text(json.dumps(settings))
+    loaded = Tokenizer.load(tmp_path / "tokenizer")
+    assert loaded.cfg.truecase is False
+    assert loaded.fingerprint() != tokenizer.fingerprint()  # a checkpoint tells them apart
+
+
+def test_capitalized_leaves_scripts_without_case_alone():
+    assert capitalized("yes") == "Yes" and capitalized("▁yes") == "▁Yes"
+    assert capitalized("नमस्ते") == "नमस्ते" and capitalized("") == ""

@@ -80,8 +80,10 @@ def resolve_layer(layer: int | None, num_layers: int) -> int:
 def supervised_layer(config: Config) -> int:
     """The decoder layer (non-negative index) a run's attention is best read from: the one
     guided alignment trained (train.alignment_layer), else the default view's."""
-    layer = config.train.alignment_layer if config.train.alignment_weight > 0 else None
-    return resolve_layer(layer, config.model.num_decoder_layers)  # None: DEFAULT_LAYER
+    layers = config.model.num_decoder_layers
+    if config.train.alignment_weight > 0:  # the model wraps it too: -2 of 1 layer is 0
+        return config.train.alignment_layer % layers
+    return resolve_layer(None, layers)  # DEFAULT_LAYER
 
 
 def rounded(value):
@@ -401,7 +403,7 @@ def teacher_forced_attentions(
         for row, (source_ids, target_ids) in enumerate(zip(sources, targets)):
             matrix = attention[row, :, :, : len(target_ids) + 1, tag : len(source_ids) + 1]
             results.append((matrix, tokenizer.source_pieces(source_ids[tag:]),
-                            tokenizer.target_pieces(target_ids)))
+                            tokenizer.shown_target_pieces(target_ids)))
     return results
 
 

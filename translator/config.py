@@ -86,6 +86,10 @@ class TokenizerConfig:
     # a joint model together; 0: all), picked at random, or the first ones if shuffle is off
     input_sentence_size: int = 1_000_000
     shuffle_input_sentence: bool = True
+    # a target's first word is encoded in the case it has mid-sentence when that takes fewer
+    # pieces ("Food" -> "food": 4 pieces -> 1), and output gets its capital back: a small
+    # vocabulary otherwise spells a capitalised first word letter by letter
+    truecase: bool = True
 
     def __post_init__(self) -> None:
         if 0 < self.input_sentence_size <= 100:  # SentencePiece's own limit

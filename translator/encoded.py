@@ -171,7 +171,7 @@ class EncodedCorpus:
             if not pairs:
                 continue
             sides = (("source", tokenizer.encode_sources, [p.source for p in pairs]),
-                     ("target", tokenizer.target_model.encode, [p.target for p in pairs]))
+                     ("target", tokenizer.encode_targets, [p.target for p in pairs]))
             for side, encode, texts in sides:  # a tagged source: the tag's id first
                 ids = [row[: max_tokens - 1] for row in encode(texts)]
                 lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))

@@ -37,6 +37,10 @@ appends ``</s>`` as our encoder input does; a model of both directions takes our
   squeezes whitespace: `translator.data.normalize` does it first, for text that may need it),
   and it neither guesses a model of both directions' target language (give the tag) nor splits
   a source longer than the model's positions;
+- a run with tokenizer.truecase (the default) writes a sentence's first letter small where
+  the word is small mid-sentence ("yesterday evening Rajesh ..."), and our decoding gives it
+  its capital back: capitalise the first letter of ``batch_decode``'s text, and for
+  fine-tuning in transformers encode targets with `Tokenizer.encode_targets`;
 - ``generation_config.json`` holds the run's beam size and n-gram ban, PAD and BOS suppressed,
   ``<s>`` as the decoder's start and an EOS forced at the model's last position; the
   doubled-word ban (search.no_doubled_words) has no transformers counterpart, and the length

@@ -233,7 +233,12 @@ def model_card(run_dir: RunDir, checkpoint: str = "best", export: dict[str, Any]
               "config.yaml, checkpoints, metrics.jsonl, test_scores.json and held_out.json.", ""]
     if export:
         settings = ", ".join(f"{k} {v}" for k, v in export.items() if k not in ("run",))
-        lines += ["## This export", "", f"- {settings}", ""]
+        lines += ["## This export", "", f"- {settings}"]
+        if translator.tokenizer.cfg.truecase:
+            lines.append("- The model writes a sentence's first letter small where the word is "
+                         "small mid-sentence (tokenizer.truecase): `translator` gives it its "
+                         "capital back; other readers of this export capitalise it themselves.")
+        lines.append("")
     lines += _model_lines(translator.config, translator.model.num_parameters())
     lines += _training_lines(run_dir, config, state, last, path)
     lines += _score_lines(run_dir, Direction(config.data.direction))

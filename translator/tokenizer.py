@@ -173,6 +173,7 @@ class Tokenizer:
             )
         try:
             settings = json.loads(config_path.read_text())
+            settings.setdefault("truecase", False)  # a tokenizer saved before it existed
             known = {f.name for f in fields(TokenizerConfig)}
             cfg = TokenizerConfig(**{k: v for k, v in settings.items() if k in known})
         except (json.JSONDecodeError, AttributeError, TypeError, UnicodeDecodeError):
@@ -205,6 +206,8 @@ class Tokenizer:
         digest = hashlib.sha256(self.source_model.serialized_model_proto())
         if not self.joint:
             digest.update(self.target_model.serialized_model_proto())
+        if self.cfg.truecase:  # the same pieces encode targets differently
+            digest.update(b"truecase")
         return digest.hexdigest()[:16]
 
     def encode_source(self, text: str) -> list[int]:
@@ -224,7 +227,14 @@ class Tokenizer:
 
     def encode_target(self, text: str) -> list[int]:
         """Ids of the target text, without bos/eos."""
-        return self.target_model.encode(_checked(normalize(text)))
+        return self.encode_targets([_checked(normalize(text))])[0]
+
+    def encode_targets(self, texts: list[str]) -> list[list[int]]:
+        """Ids of normalised target texts, without bos/eos, in one call of SentencePiece; with
+        tokenizer.truecase, a first word in its mid-sentence case (`truecased`)."""
+        if self.cfg.truecase:
+            texts = truecased(texts, self.target_model)
+        return self.target_model.encode(texts)
 
     def decode_source(self, ids: list[int]) -> str:
         """Text of the ids up to the first eos, ignoring pad and bos."""
@@ -232,8 +242,9 @@ class Tokenizer:
 
     def decode_target(self, ids: list[int]) -> str:
         """Text of the ids up to the first eos, ignoring pad and bos (so raw model output
-        can be passed as is)."""
-        return self.target_model.decode(_content_ids(ids))
+        can be passed as is); with tokenizer.truecase, its first letter a capital."""
+        text = self.target_model.decode(_content_ids(ids))
+        return capitalized(text) if self.cfg.truecase else text
 
     def source_pieces(self, ids: list[int]) -> list[str]:
         """The subword piece of each id; "▁" starts a word, "<0xE0>" is a byte piece."""
@@ -243,11 +254,50 @@ class Tokenizer:
         """The subword piece of each id; "▁" starts a word, "<0xE0>" is a byte piece."""
         return [self.target_model.id_to_piece(i) for i in ids]
 
+    def shown_target_pieces(self, ids: list[int]) -> list[str]:
+        """`target_pieces` as a reader sees them (a heatmap's labels): with tokenizer.truecase,
+        the first one's first letter a capital, as `decode_target` writes it."""
+        pieces = self.target_pieces(ids)
+        first = self.capital_piece(pieces)
+        if first is not None:
+            pieces[first] = capitalized(pieces[first])
+        return pieces
+
+    def capital_piece(self, pieces: Sequence[str]) -> int | None:
+        """Which of a target's ``pieces`` `shown_target_pieces` capitalises: with
+        tokenizer.truecase, the first that holds a character ("▁" may stand alone)."""
+        if not self.cfg.truecase:
+            return None
+        return next((i for i, piece in enumerate(pieces) if piece != "▁"), None)
+
     @cached_property
     def target_vocabulary(self) -> list[str]:
         """Every target piece, by id: read once (3 ms for 4,000 pieces), as every translation
         needs it for its repetition bans."""
         return self.target_pieces(list(range(self.target_vocab_size)))
+
+
+def truecased(texts: list[str], model: spm.SentencePieceProcessor) -> list[str]:
+    """``texts`` with each first word's capital made small where the word then takes fewer
+    pieces of ``model`` ("Food." -> "food.": "▁F o o d ." -> "▁food ."); names ("Delhi", whose
+    small form is spelled out) and acronyms ("UPI") keep theirs. A sentence-initial capital
+    is a matter of position, and a small vocabulary has pieces for the mid-sentence form."""
+    firsts = [text.split(" ", 1)[0] for text in texts]
+    candidates = [i for i, word in enumerate(firsts) if word[:1].isupper()]
+    words = [firsts[i] for i in candidates]
+    small = [word[0].lower() + word[1:] for word in words]
+    counts = model.encode(words + small)
+    result = list(texts)
+    for k, i in enumerate(candidates):
+        if len(counts[len(words) + k]) < len(counts[k]):
+            result[i] = small[k] + texts[i][len(words[k]):]
+    return result
+
+
+def capitalized(text: str) -> str:
+    """``text`` with a capital first letter, as `truecased` took it away ("▁yes" -> "▁Yes")."""
+    start = 1 if text.startswith("▁") else 0
+    return text[:start] + text[start:start + 1].upper() + text[start + 1:]
 
 
 def _checked(text: str) -> str:

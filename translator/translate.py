@@ -58,7 +58,7 @@ from translator.exports import is_export, read_export_record
 from translator.model import Transformer
 from translator.run_dir import RunDir
 from translator.search import Hypothesis
-from translator.tokenizer import Tokenizer, piece_words
+from translator.tokenizer import Tokenizer, capitalized, piece_words
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 # the most cells (layers x heads x target rows x source columns) the attention of one input
@@ -470,7 +470,7 @@ def _translation(source: str, ids: list[int], nbest: list[Hypothesis], n_best: i
             tokens=hypothesis.tokens,
             score=hypothesis.score,
             source_pieces=tokenizer.source_pieces(ids[skip:]),
-            target_pieces=tokenizer.target_pieces(hypothesis.tokens),
+            target_pieces=tokenizer.shown_target_pieces(hypothesis.tokens),
             attention=attention[:, :, :, skip : len(ids) + 1] if attention is not None
             else None,
             warnings=warnings,
@@ -488,10 +488,15 @@ def _weighed(hypothesis: Hypothesis, tokenizer: Tokenizer) -> dict[str, Any]:
     """The `Translation` fields of what ``hypothesis`` weighed, its ids turned into pieces."""
     if hypothesis.alternatives is None:
         return {}
-    return {"token_log_probs": hypothesis.token_log_probs,
-            "alternatives": [list(zip(tokenizer.target_pieces([i for i, _ in step]),
-                                      [p for _, p in step]))
-                             for step in hypothesis.alternatives]}
+    # the step whose written piece is shown with a capital shows its alternatives so too
+    capital = tokenizer.capital_piece(tokenizer.target_pieces(hypothesis.tokens))
+    alternatives = []
+    for k, step in enumerate(hypothesis.alternatives):
+        pieces = tokenizer.target_pieces([i for i, _ in step])
+        if k == capital:
+            pieces = [capitalized(piece) for piece in pieces]
+        alternatives.append(list(zip(pieces, [p for _, p in step])))
+    return {"token_log_probs": hypothesis.token_log_probs, "alternatives": alternatives}
 
 
 def changed_search(search: SearchConfig, changes: dict[str, Any]) -> SearchConfig:
