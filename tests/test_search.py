@@ -303,3 +303,29 @@ def test_a_prefix_longer_than_the_positions_is_refused():
     model = random_model(max_positions=8)
     with pytest.raises(ValueError, match="prefix of 8 pieces"):
         greedy_search(model, padded(sentences([3])), BOS, EOS, prefix=[[5] * 8])
+
+
+def test_short_sources_are_ranked_with_their_own_alpha(model):
+    """search.short_source: sources of at most N pieces are searched with
+    short_length_penalty, the rest with length_penalty, each as if searched alone with its
+    α; batches never mix the two."""
+    from translator.config import SearchConfig
+    from translator.search import search_in_batches
+
+    rows = [row[:-1] for row in sentences(LENGTHS)]  # ids without EOS, as the package has them
+    search = SearchConfig(beam_size=3, n_best=3, length_penalty=2.0, short_source=5,
+                          short_length_penalty=0.0)
+    assert [search.alpha(len(row)) for row in rows] == [2.0, 0.0, 2.0, 0.0, 2.0, 2.0]
+    found = search_in_batches(model, rows, PAD, BOS, EOS, search, batch_size=4)
+    for row, nbest in zip(rows, found):
+        alone = beam_search(model, padded([row + [EOS]]), BOS, EOS, 3, n_best=3,
+                            length_penalty=search.alpha(len(row)))[0]
+        assert [h.tokens for h in nbest] == [h.tokens for h in alone]
+        assert [h.score for h in nbest] == pytest.approx([h.score for h in alone], abs=1e-4)
+    # off (0), every source takes length_penalty; the scores tell the two α apart here
+    plain = search_in_batches(model, rows, PAD, BOS, EOS,
+                              SearchConfig(beam_size=3, n_best=3, length_penalty=2.0))
+    short = [i for i, row in enumerate(rows) if len(row) <= 5]
+    assert all(plain[i][0].score != pytest.approx(found[i][0].score, abs=1e-4) for i in short)
+    assert all(plain[i][0].score == pytest.approx(found[i][0].score, abs=1e-4)
+               for i in range(len(rows)) if i not in short)

@@ -264,6 +264,14 @@ class SearchConfig:
     length_penalty: float = field(default=1.0, metadata=option(
         "beam search's GNMT length penalty α; higher favours longer translations (0: the "
         "plain sum)", "--length-penalty", least_text="0 (no penalty)", metavar="ALPHA"))
+    # a short source's own α (GNMT's α offsets a beam's bias toward short outputs, which a
+    # one- or two-word input does not have: "Thank you thanky" outranks "Thank you" at 2.2)
+    short_source: int = field(default=0, metadata=option(
+        "sources of at most N pieces (a tag counts) are ranked with --short-length-penalty; "
+        "0: off", "--short-source", least_text="0 (off)"))
+    short_length_penalty: float = field(default=0.6, metadata=option(
+        "beam search's α for the sources --short-source names", "--short-length-penalty",
+        least_text="0 (no penalty)", metavar="ALPHA"))
     # what no search writes twice: n-grams of n pieces (0: any), and a word right after itself
     no_repeat_ngram: int = field(default=0, metadata=option(
         "never write the same N pieces twice; 0: off", "--no-repeat-ngram",
@@ -291,6 +299,12 @@ class SearchConfig:
         if self.n_best > self.beam_size:
             raise ValueError(f"beam size {self.beam_size} and n-best {self.n_best} don't fit: "
                              "n-best must be at most the beam size")
+
+
+    def alpha(self, source_pieces: int) -> float:
+        """The length penalty α a source of ``source_pieces`` pieces is ranked with."""
+        return (self.short_length_penalty if source_pieces <= self.short_source
+                else self.length_penalty)
 
 
 SEARCH_KEYS = {f.name: f.metadata for f in dataclasses.fields(SearchConfig)}

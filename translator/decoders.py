@@ -270,14 +270,15 @@ class CT2Decoder:
                 suppress_sequences=[[piece] for piece in specials],  # ours never writes them
                 return_scores=True, return_attention=need_attention, return_end_token=True)
             for i, most, output in zip(chunk, limits, outputs):
-                found = [self._hypothesis(output, k, most, need_attention, search)
-                         for k in range(len(output.hypotheses))]
+                alpha = search.alpha(len(sources[i]))  # a short source's own α
+                found = [self._hypothesis(output, k, most, need_attention, search.beam_size,
+                                          alpha) for k in range(len(output.hypotheses))]
                 found.sort(key=lambda hypothesis: hypothesis.score, reverse=True)
                 results[i] = found[: search.n_best]
         return results
 
     def _hypothesis(self, output: Any, k: int, most: int, need_attention: bool,
-                    search: SearchConfig) -> Hypothesis:
+                    beam_size: int, alpha: float) -> Hypothesis:
         """Hypothesis ``k`` of ``output``, cut at ``most`` tokens; the score is ours: the sum
         of log-probabilities (EOS included), divided for a beam by the GNMT length penalty."""
         pieces = output.hypotheses[k]
@@ -292,7 +293,7 @@ class CT2Decoder:
             attention = torch.tensor(output.attention[k][:rows], dtype=torch.float32)
             attention = attention[None, None]  # [1 layer, 1 (mean of heads), T(+1), S+1]
         score = float(output.scores[k])
-        if search.beam_size > 1:  # undo CTranslate2's length^α (its length counts the EOS)
+        if beam_size > 1:  # undo CTranslate2's length^α (its length counts the EOS)
             score *= len(pieces) ** CT2_LENGTH_PENALTY
-            score /= gnmt_length_penalty(len(tokens) + 1, search.length_penalty)
+            score /= gnmt_length_penalty(len(tokens) + 1, alpha)
         return Hypothesis(tokens, score, attention)

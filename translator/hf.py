@@ -47,7 +47,8 @@ appends ``</s>`` as our encoder input does; a model of both directions takes our
   limit is one ``max_new_tokens`` for every sentence, not ours of 1.5 × the source + 10;
 - its beam search divides by length^α, not by GNMT's ((5 + length) / 6)^α: no α makes them
   equal, so ``length_penalty`` is transformers' 1.0 and beam outputs may differ from ours
-  (as CTranslate2's do, docs/serve.md); greedy outputs are ours.
+  (as CTranslate2's do, docs/serve.md), and a short source's own α (search.short_source)
+  has no counterpart either; greedy outputs are ours.
 """
 
 from __future__ import annotations

@@ -521,8 +521,8 @@ def search_in_batches(
     device = next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
+    for chunk in _chunks(order, [search.alpha(len(sources[i])) for i in order], batch_size):
+        alpha = search.alpha(len(sources[chunk[0]]))
         source = source_tensor([sources[i] for i in chunk], pad_id, eos_id).to(device)
         options = {"max_length_ratio": search.max_length_ratio,
                    "max_length_extra": search.max_length_extra,
@@ -533,7 +533,19 @@ def search_in_batches(
             found = [[h] for h in greedy_search(model, source, bos_id, eos_id, **options)]
         else:
             found = beam_search(model, source, bos_id, eos_id, search.beam_size, search.n_best,
-                                search.length_penalty, **options)
+                                alpha, **options)
         for i, nbest in zip(chunk, found):
             results[i] = nbest
     return results
+
+
+def _chunks(order: list[int], alphas: list[float], batch_size: int) -> list[list[int]]:
+    """``order`` cut into batches of at most ``batch_size`` that each share one α."""
+    chunks: list[list[int]] = []
+    previous = None
+    for i, alpha in zip(order, alphas):
+        if not chunks or len(chunks[-1]) == batch_size or alpha != previous:
+            chunks.append([])
+        chunks[-1].append(i)
+        previous = alpha
+    return chunks
