@@ -88,8 +88,9 @@ class TokenizerConfig:
     shuffle_input_sentence: bool = True
     # a target's first word is encoded in the case it has mid-sentence when that takes fewer
     # pieces ("Food" -> "food": 4 pieces -> 1), and output gets its capital back: a small
-    # vocabulary otherwise spells a capitalised first word letter by letter
-    truecase: bool = True
+    # vocabulary otherwise spells a capitalised first word letter by letter (off by default:
+    # configs/default.yaml has what it cost)
+    truecase: bool = False
 
     def __post_init__(self) -> None:
         if 0 < self.input_sentence_size <= 100:  # SentencePiece's own limit
