@@ -181,6 +181,19 @@ def test_the_runs_length_penalty_reaches_the_search_and_a_flag_changes_it(tiny_r
     assert seen[-1] == 0.6
 
 
+def test_the_short_sources_alpha_flags_reach_the_search(tiny_run, capsys, monkeypatch):
+    import translator.decoders as translate_module
+    seen = []
+    search = translate_module.search_in_batches
+    monkeypatch.setattr(translate_module, "search_in_batches", lambda *args: seen.append(
+        (args[5].short_source, args[5].short_length_penalty)) or search(*args))
+    assert translate_main(["--run", str(tiny_run), "--short-source", "3",
+                           "--short-length-penalty", "0.2", "कल"]) == 0
+    assert seen == [(3, 0.2)]
+    assert translate_main(["--run", str(tiny_run), "--short-source", "-1", "कल"]) == 2
+    assert capsys.readouterr().err == "error: --short-source must be 0 (off) or more, not -1\n"
+
+
 def test_a_negative_search_key_in_a_config_is_named_in_one_sentence(capsys):
     for key, least, shown in (("no_repeat_ngram", "0 (off)", "-1"),
                               ("length_penalty", "0 (no penalty)", "-1.0")):

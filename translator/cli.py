@@ -90,7 +90,8 @@ def _to_argument(parser: argparse.ArgumentParser) -> None:
                         "Devanagari, else Hindi); a model of one direction takes only its own")
 
 
-SEARCH_FLAGS = ("beam_size", "no_repeat_ngram", "no_doubled_words", "length_penalty")
+SEARCH_FLAGS = ("beam_size", "no_repeat_ngram", "no_doubled_words", "length_penalty",
+                "short_source", "short_length_penalty")
 
 
 def _search_arguments(parser: argparse.ArgumentParser, keys: tuple[str, ...] = SEARCH_FLAGS,
