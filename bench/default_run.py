@@ -158,6 +158,22 @@ def run_setting(run_dir: Path) -> str:
     return "unknown"
 
 
+def weights_scored(metrics: list[dict]) -> str:
+    """Which weights best.pt holds: the average of the last validations (train.average_last)
+    when it beat every validation on dev chrF, else the best validation's step."""
+    validations = [m for m in metrics if m.get("kind") == "validation"]
+    averaged = [m for m in metrics if m.get("kind") == "averaged"]
+    if not validations:
+        return "–"
+    best = max(validations, key=lambda m: m["dev_chrf"])
+    single = f"step {best['step']:,} (dev chrF {best['dev_chrf']:.1f})"
+    if averaged and averaged[-1]["dev_chrf"] > best["dev_chrf"]:
+        return (f"the average of the last {averaged[-1]['averaged']} validations (dev chrF "
+                f"{averaged[-1]['dev_chrf']:.1f}; best single: {single})")
+    return single + (f"; their average: dev chrF {averaged[-1]['dev_chrf']:.1f}"
+                     if averaged else "")
+
+
 def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
     metrics = read_metrics(run_dir)
     train = [m for m in metrics if m.get("kind") == "train"]
@@ -183,6 +199,7 @@ def table(overrides: list[str], seconds: float, run_dir: Path) -> str:
         ("last dev BLEU / chrF",
          f"{validations[-1]['dev_bleu']:.1f} / {validations[-1]['dev_chrf']:.1f}"
          if validations else "–", "", ""),
+        ("weights scored (best.pt, by dev chrF)", weights_scored(metrics), "", ""),
         (f"test BLEU (beam {beam}, {scores.get('sentences', '?')} sentences)",
          f"{scores['bleu']:.1f}", "", ""),
         (f"test chrF (beam {beam})", f"{scores['chrf']:.1f}", f"≥ {TARGET_CHRF:.0f}",
