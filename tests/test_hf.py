@@ -33,7 +33,7 @@ SHAPES = {
     "pre-norm, two vocabularies, both directions (Pegasus, stacked)": (
         dict(norm="pre", share_embeddings=False), "both", False, 2.0),
     "pre-norm, joint vocabulary, two embeddings (Pegasus, stacked)": (
-        dict(norm="pre", share_embeddings=False), "hi-en", True, 0.8),
+        dict(norm="pre", share_embeddings=False), "hi-en", True, 1.5),
     "post-norm, two vocabularies, deeper decoder (Marian)": (
         dict(norm="post", share_embeddings=False, decoder_layers=2), "hi-en", False, 1.0),
     "post-norm, shared, both directions (Marian)": (dict(norm="post"), "both", True, 0.8),

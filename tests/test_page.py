@@ -70,12 +70,13 @@ def _bans_and_full_context(config) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, untrained_run):
-    """A pre-norm hi-en run (tied, joint vocabulary) and a post-norm run of both directions
-    (one vocabulary per side, untied, full-context attention), each with the n-gram and
-    doubled-word bans."""
+    """A pre-norm hi-en run (tied, joint vocabulary, first words truecased, as the default
+    run's) and a post-norm run of both directions (one vocabulary per side, untied,
+    full-context attention), each with the n-gram and doubled-word bans."""
     folder = tmp_path_factory.mktemp("page")
     pre = untrained_run(folder / "pre", dict(d_model=32, heads=4, layers=2, d_ff=64,
-                                             max_positions=128), adjust=_bans)
+                                             max_positions=128), adjust=_bans,
+                        tokenizer=TokenizerConfig(vocab_size=400, truecase=True))
     post = untrained_run(folder / "post", dict(d_model=24, heads=3, layers=1, decoder_layers=2,
                                                d_ff=48, max_positions=64, norm="post",
                                                share_embeddings=False),
@@ -129,7 +130,8 @@ class Opened:
             "([texts, language, attention]) => texts.map((t) => {"
             " const r = pageModel.translate(t, language);"
             " return {tokens: r.tokens, text: r.text, attention: attention ? r.attention : null,"
-            " source_pieces: r.sourcePieces, warnings: r.warnings}; })",
+            " source_pieces: r.sourcePieces, target_pieces: r.targetPieces,"
+            " warnings: r.warnings}; })",
             [texts, language, attention])
 
 
@@ -195,6 +197,7 @@ def test_the_pieces_are_the_python_tokenizers(opened, runs):
 def _compare(ours, theirs) -> None:
     assert theirs["tokens"] == ours.tokens and theirs["text"] == ours.text
     assert theirs["source_pieces"] == ours.source_pieces
+    assert theirs["target_pieces"] == ours.target_pieces  # truecased: the first a capital
     attention = torch.tensor(theirs["attention"])
     assert attention.shape == ours.attention.shape
     assert (attention - ours.attention).abs().max() <= 2e-3

@@ -232,7 +232,8 @@ def test_truecase_encodes_a_first_word_as_it_is_written_mid_sentence(tmp_path):
     # a tokenizer without it (the default) encodes the text as written and decodes it so
     plain = Tokenizer.train(dataclasses.replace(cfg, truecase=False), hindi, english,
                             tmp_path / "plain")
-    assert plain.target_pieces(plain.encode_target("Water, please"))[0] == "▁"
+    # the capital stays in the pieces (a model without truecasing learns "Water" and "water")
+    assert "".join(plain.target_pieces(plain.encode_target("Water, please"))).startswith("▁W")
     assert plain.decode_target(plain.encode_target("water")) == "water"
     assert plain.fingerprint() != tokenizer.fingerprint()
 

@@ -182,6 +182,7 @@ def model_data(translator: Translator, run: RunDir, weights: str) -> dict[str, A
                    "no_repeat_ngram": search.no_repeat_ngram,
                    "no_doubled_words": search.no_doubled_words},
         "tags": {language: tokenizer.tags[language] for language in tokenizer.tags},
+        "truecase": tokenizer.cfg.truecase,  # output's first letter made a capital again
         "full_context": config.train.alignment_full_context,
         "default_layer": supervised_layer(config),
         "source": vocabulary(tokenizer.source_model),

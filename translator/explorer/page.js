@@ -158,7 +158,21 @@
       text += surface.replace(/▁/g, " ");
     }
     flush();
-    return text;
+    return M.truecase ? capitalized(text) : text;
+  }
+
+  // tokenizer.capitalized: a truecased target's first letter back to a capital ("▁yes" →
+  // "▁Yes"), in the text and in the first piece that holds a character (shown_target_pieces)
+  function capitalized(text) {
+    const start = text.startsWith("▁") ? 1 : 0;
+    return text.slice(0, start) + text.slice(start, start + 1).toUpperCase() +
+      text.slice(start + 1);
+  }
+
+  function shownTargetPieces(pieces) {
+    if (!M.truecase) return pieces;
+    const first = pieces.findIndex((piece) => piece !== "▁");
+    return first < 0 ? pieces : pieces.map((piece, i) => i === first ? capitalized(piece) : piece);
   }
 
   // ------------------------------------------------ the weights
@@ -523,7 +537,7 @@
       const found = greedy([...tag, ...part]), skip = tag.length;
       return {text: decodeTarget(found.tokens), tokens: found.tokens, score: found.score,
         sourcePieces: part.map((id) => SOURCE.pieces[id]),
-        targetPieces: found.tokens.map((id) => TARGET.pieces[id]),
+        targetPieces: shownTargetPieces(found.tokens.map((id) => TARGET.pieces[id])),
         attention: found.attention.map((heads) => heads.map((rows) =>
           rows.map((row) => Array.from(row.slice(skip, skip + part.length + 1)))))};
     });
