@@ -45,6 +45,17 @@ def causal_mask(length: int, device: torch.device | None = None, past: int = 0) 
     return torch.ones(length, past + length, dtype=torch.bool, device=device).tril(diagonal=past)
 
 
+def attention_core(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                   need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    """The four steps, by the path that is fastest for the case: the explicit steps above when
+    the weights are wanted (plots, guided alignment) or on a CPU with dropout (PyTorch's fused
+    kernel cannot drop weights there, so it would run these same steps with slower sampling);
+    otherwise the fused kernel, which never materialises the n × m weights (weights None)."""
+    if need_weights or (q.device.type == "cpu" and dropout_p):
+        return scaled_dot_product_attention(q, k, v, mask, dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+
+
 @dataclass
 class KeyValueCache:
     """Keys and values already projected for one attention layer, [batch, heads, m, d_k].
@@ -125,18 +136,18 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)
         dropout_p = self.dropout if self.training else 0.0
-        on_cpu = q.device.type == "cpu"
-        if need_weights or (on_cpu and (dropout_p or q.dtype == torch.bfloat16)):
-            # The four steps as written above. On CPUs PyTorch's fused kernel cannot drop
-            # weights, so with dropout it runs these same steps, only with slower sampling;
-            # and in bf16 its backward pass is 5.5× slower than in fp32, while these steps'
-            # batched matmuls run at bf16 speed (bench/step_profile.py, docs/performance.md).
-            context, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+            # bf16 training on a CPU: the projections run in bf16, the attention core in fp32.
+            # oneDNN compiles a bf16 matmul kernel for each new shape, and attention's shapes
+            # (batch × heads, n, m) change with every batch: in bf16 a run's steps got slower
+            # as its kernel cache churned, while fp32 matmuls compile nothing (issue 32,
+            # docs/performance.md).
+            with torch.autocast("cpu", enabled=False):
+                context, weights = attention_core(q.float(), k.float(), v.float(), mask,
+                                                  dropout_p, need_weights)
+            context = context.to(torch.bfloat16)
         else:
-            # PyTorch's fused kernel computes the same four steps without materialising the
-            # n × m weights; the explicit path above is kept for reading and for plots.
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-            weights = None
+            context, weights = attention_core(q, k, v, mask, dropout_p, need_weights)
         batch, _, length, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, length, self.heads * self.d_k)
         return self.w_o(context), weights if need_weights else None

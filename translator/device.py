@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import platform
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from translator.errors import TranslatorError
 
@@ -116,9 +118,38 @@ def resolve_precision(precision: str, device: torch.device) -> str | None:
     return None if precision == "probe" and native_bf16_flags() else "fp32"
 
 
+ROW_MULTIPLE = 32  # bf16 on a CPU: linear layers see row counts rounded up to this
+
+
+class LinearRowsRounded(TorchFunctionMode):
+    """Within it, ``F.linear`` (every nn.Linear, the output layer) pads its input's rows (batch ×
+    length) with zeros up to a multiple of ``ROW_MULTIPLE`` and drops the extra output rows:
+    the same result. Why: oneDNN, which runs PyTorch's bf16 matmuls on a CPU, compiles a kernel
+    for each new shape and keeps 1,024; a run's batches bring ~650 shapes an epoch, so the cache
+    churned and bf16 steps slowed as a run went on. Rounded, a run needs a few dozen row counts
+    (issue 32, docs/performance.md). fp32 matmuls compile nothing and are left alone."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not F.linear:
+            return func(*args, **kwargs)
+        x, weight, *bias = args
+        rows = x.shape[:-1].numel()
+        padding = -rows % ROW_MULTIPLE
+        if x.dim() < 2 or padding == 0:
+            return func(*args, **kwargs)
+        flat = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, padding))
+        return func(flat, weight, *bias, **kwargs)[:rows].view(*x.shape[:-1], weight.shape[0])
+
+
 def autocast(device: torch.device, precision: str) -> AbstractContextManager:
-    """The context a forward pass runs in: nothing for fp32, torch.autocast otherwise."""
+    """The context a forward pass runs in: nothing for fp32, torch.autocast otherwise (and, in
+    bf16 on a CPU, linear layers' rows rounded for oneDNN's kernel cache)."""
     if precision == "fp32":
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    context = ExitStack()
+    context.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
+    if device.type == "cpu" and dtype == torch.bfloat16:
+        context.enter_context(LinearRowsRounded())
+    return context
