@@ -112,6 +112,29 @@ def test_fused_and_explicit_paths_agree():
     assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
 
 
+
+def test_bf16_on_a_cpu_projects_in_bf16_and_attends_in_fp32():
+    """Under bf16 autocast on a CPU the projections run in bf16 and the attention core in fp32
+    (oneDNN would compile a bf16 kernel for every new batch shape): the weights come back in
+    fp32, equal to the four steps computed in fp32 from the bf16 projections, and the output
+    in bf16; fused and explicit paths still agree."""
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(64, heads=8).eval()
+    x, memory = torch.randn(3, 5, 64), torch.randn(3, 9, 64)
+    mask = torch.rand(3, 1, 1, 9) > 0.3
+    mask[..., 0] = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused, _ = attention(x, memory, mask=mask)
+        explicit, weights = attention(x, memory, mask=mask, need_weights=True)
+        q = attention.split_heads(attention.w_q(x))
+        k, v = attention.project_keys_values(memory)
+    assert q.dtype == torch.bfloat16 and fused.dtype == explicit.dtype == torch.bfloat16
+    assert weights.dtype == torch.float32
+    expected = torch.softmax((q.float() @ k.float().transpose(-2, -1) / math.sqrt(8))
+                             .masked_fill(~mask, float("-inf")), dim=-1)
+    assert torch.allclose(weights, expected, atol=1e-6)
+    assert torch.allclose(fused.float(), explicit.float(), atol=1e-2)
+
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(100, heads=8)

@@ -54,6 +54,41 @@ def test_autocast_only_below_fp32():
         assert (x @ x).dtype == torch.bfloat16
 
 
+
+class LinearShapes(torch.overrides.TorchFunctionMode):
+    """Records the input shape of every F.linear call that reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.nn.functional.linear:
+            self.shapes.append(tuple(args[0].shape))
+        return func(*args, **(kwargs or {}))
+
+
+def test_bf16_on_a_cpu_rounds_linear_rows_and_changes_no_result():
+    """In bf16 on a CPU a linear layer's matmul sees its rows (batch × length) rounded up to a
+    multiple of device.ROW_MULTIPLE (so oneDNN meets few shapes), and returns what the plain
+    layer returns, for every row count, with and without a bias, on 2-D and 3-D inputs."""
+    cpu = torch.device("cpu")
+    layer = torch.nn.Linear(16, 5)
+    for shape in [(3, 7, 16), (1, 1, 16), (32, 16), (2, 16, 16), (45, 16)]:
+        x = torch.randn(shape)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = layer(x), torch.nn.functional.linear(x, layer.weight)
+        with LinearShapes() as seen, autocast(cpu, "bf16"):
+            got = layer(x), torch.nn.functional.linear(x, layer.weight)
+        rows = x.shape[:-1].numel()
+        padded = -(-rows // device.ROW_MULTIPLE) * device.ROW_MULTIPLE
+        assert seen.shapes == [(padded, 16)] * 2 if padded != rows else [shape] * 2, shape
+        for a, b in zip(got, expected):
+            assert a.shape == b.shape and a.dtype == torch.bfloat16 and torch.equal(a, b)
+    with LinearShapes() as seen, autocast(cpu, "fp32"):
+        layer(torch.randn(3, 7, 16))
+    assert seen.shapes == [(3, 7, 16)]  # fp32 is left alone
+
 # ---------------------------------------------------------------- Apple silicon (MPS)
 # This machine has no MPS: torch.backends.mps.is_available is stubbed, and the paths MPS takes
 # (chosen by device type) are run on the CPU.
