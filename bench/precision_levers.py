@@ -4,6 +4,7 @@
     python bench/precision_levers.py fp32,bf16,bf16-attention-fp32,bf16-explicit 15
     python bench/precision_levers.py fp32,bf16 40 --fresh     # each timing on new batches
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 python bench/precision_levers.py fp32,bf16 40 --fresh
+    python bench/precision_levers.py fp32,bf16 25 --windows 12   # as a run goes on
 
 Builds the default run (configs/default.yaml) and times `Trainer.train_step` on the same STEPS
 batches for each variant, the variants alternating for three rounds (the best round counts),
@@ -23,11 +24,23 @@ every batch's lengths up to a multiple of 8 (186 shapes an epoch) with a cache o
 tried too (session 10): bf16 then read 11,138 real tokens/s against 13,255 unpadded, and fp32
 8,699 against 12,607, so it was dropped. With --fresh the batches differ between variants:
 compare them by real tokens/s (padding not counted), not ms/step.
+
+--windows N times each variant as a run meets its batches: in a process of its own (so that no
+variant inherits another's compiled kernels), N consecutive windows of STEPS new batches, and
+prints each window's ms/step. This is what showed the cache's cost (session 13, 2026-12-04):
+before the fix the bf16 step was fast for its first ~30 steps, while the cache filled, and
+~1.3× slower after, when every new shape evicted a kernel; --fresh's three rounds of 40 steps
+hid it. Since then bf16 on a CPU rounds linear layers' rows up to a multiple of 32
+(`translator.device.LinearRowsRounded`) and runs the attention core in fp32
+(`translator.attention`): after warm-up a step compiles nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,20 +91,74 @@ VARIANTS = {
 }
 
 
-def main() -> int:
-    fresh = "--fresh" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--fresh"]
-    names = args[0].split(",") if args else list(VARIANTS)
-    steps = int(args[1]) if len(args) > 1 else 10
-    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
-    functional = Functional()
-    attention.F = functional
+def windows(names: list[str], steps: int, count: int) -> int:
+    """Each variant in a fresh process: ``count`` windows of ``steps`` new batches each."""
+    rows = []
+    for name in names:
+        child = subprocess.run([sys.executable, __file__, name, str(steps), "--child-windows",
+                                str(count)], capture_output=True, text=True, check=True)
+        rows.append((name, json.loads(child.stdout.strip().splitlines()[-1])))
+    flags = ", ".join(native_bf16_flags()) or "no native bf16"
+    print(f"## Training steps as a run meets its batches: {cpu_model()} ({flags}), "
+          f"{torch.get_num_threads()} thread(s), {count} windows of {steps} new default-recipe "
+          f"batches, each variant in its own process\n")
+    print("| variant | ms/step, window by window | median after the first 2 "
+          "| real tokens/s after the first 2 |\n|---|---|---:|---:|")
+    for name, result in rows:
+        later = statistics.median(result["ms"][2:] or result["ms"])
+        print(f"| {name} | {' '.join(f'{ms:.0f}' for ms in result['ms'])} | {later:.1f} | "
+              f"{result['tokens_per_s']:,.0f} |")
+    return 0
+
+
+def child_windows(name: str, steps: int, count: int) -> int:
+    run, trainer = build_trainer()
+    run.precision, core = VARIANTS[name]
+    attention.F = F
+    if core is not None:
+        functional = Functional()
+        functional.scaled_dot_product_attention = core
+        attention.F = functional
+    source, times, tokens = trainer.batches(), [], []
+    for _ in range(count):
+        batches = [next(source) for _ in range(steps)]
+        tokens.append(sum(int((b.source != run.tokenizer.pad_id).sum()) + b.num_target_tokens
+                          for b in batches))
+        stream, started = iter(batches), time.perf_counter()
+        for _ in batches:
+            trainer.train_step(stream)
+        times.append((time.perf_counter() - started) / steps * 1000)
+    later = slice(2, None) if count > 2 else slice(None)  # after the first 2 windows
+    seconds = sum(times[later]) * steps / 1000
+    print(json.dumps({"ms": times, "tokens_per_s": sum(tokens[later]) / seconds}))
+    return 0
+
+
+def build_trainer() -> tuple:
     folder = Path(tempfile.mkdtemp(prefix="precision-levers-"))
     config = load_config(ROOT / "configs" / "default.yaml", [
         f"train.output_dir={folder}", "train.max_minutes=0", "train.heatmaps=false",
         "train.precision=fp32"])
     run = build_run(config, RunDir.new(folder))
-    trainer = Trainer(run)
+    return run, Trainer(run)
+
+
+def main() -> int:
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    if "--child-windows" in sys.argv:
+        at = sys.argv.index("--child-windows")
+        return child_windows(sys.argv[1], int(sys.argv[2]), int(sys.argv[at + 1]))
+    if "--windows" in sys.argv:
+        at = sys.argv.index("--windows")
+        names = sys.argv[1].split(",")
+        return windows(names, int(sys.argv[2]), int(sys.argv[at + 1]))
+    fresh = "--fresh" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--fresh"]
+    names = args[0].split(",") if args else list(VARIANTS)
+    steps = int(args[1]) if len(args) > 1 else 10
+    functional = Functional()
+    attention.F = functional
+    run, trainer = build_trainer()
     source = trainer.batches()
     batches = [next(source) for _ in range(steps)]
     best = {name: float("inf") for name in names}
