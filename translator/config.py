@@ -157,8 +157,8 @@ class TrainConfig:
     seed: int = 1  # seeds parameters, dropout and batch order
     device: str = "auto"  # "auto" (CUDA if present, then Apple's MPS, else CPU), "cpu",
     # "cuda", "cuda:1", "mps"
-    precision: str = "auto"  # auto (fp32 on CPUs; GPUs: bf16, else fp16), probe (a CPU with
-    # native bf16 times fp32 and bf16 at the start and keeps the faster), fp32, bf16, fp16
+    precision: str = "auto"  # auto (GPUs: bf16, else fp16; a CPU with native bf16 times fp32 and
+    # bf16 at the start and keeps the faster; other CPUs fp32), probe (the same), fp32, bf16, fp16
     compile: bool = False  # torch.compile the model (slower start, faster steps on GPUs)
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default
     max_steps: int = 3000  # optimiser steps

@@ -101,11 +101,12 @@ def native_bf16_flags() -> list[str]:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str | None:
-    """A forced precision as it is; auto: on GPUs bf16 where supported, else fp16, and fp32
-    on CPUs: even with native bf16 (avx512_bf16) the default run made fewer steps in bf16
-    (3,454 against 3,783 in 8 minutes, docs/performance.md), though a step on repeated batches
-    is 1.45× faster. probe: None on a CPU with native bf16 (the run times both,
-    `translator.build.probe_precision`), fp32 on other CPUs. On MPS: fp32 (untested here)."""
+    """A forced precision as it is; auto: on GPUs bf16 where supported, else fp16; on a CPU with
+    native bf16 (avx512_bf16, amx_bf16) None: the run times both on its first batches and keeps
+    the faster (`translator.build.probe_precision`; "probe" asks for the same); fp32 on other
+    CPUs, where bf16 is emulated and slower, with no probe. On a Zen 5 with avx512_bf16 the
+    bf16 default run made 1.21× the steps of fp32 (4,348 against 3,601) once linear rows were
+    rounded and attention kept in fp32 (issue 32, docs/performance.md). On MPS: fp32."""
     if device.type == "cpu" and precision == "fp16":
         raise DeviceError("fp16 on a CPU is about 100× slower than fp32; use "
                           "train.precision=bf16 or fp32")
@@ -115,7 +116,7 @@ def resolve_precision(precision: str, device: torch.device) -> str | None:
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if device.type == "mps":  # untested here: fp32 until a lower precision is measured there
         return "fp32"
-    return None if precision == "probe" and native_bf16_flags() else "fp32"
+    return None if native_bf16_flags() else "fp32"
 
 
 ROW_MULTIPLE = 32  # bf16 on a CPU: linear layers see row counts rounded up to this
