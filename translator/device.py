@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import platform
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -136,21 +137,22 @@ class LinearRowsRounded(TorchFunctionMode):
             return func(*args, **kwargs)
         x, weight, *bias = args
         rows = x.shape[:-1].numel()
-        padding = -rows % ROW_MULTIPLE
-        if x.dim() < 2 or padding == 0:
+        if x.dim() < 2 or rows % ROW_MULTIPLE == 0:
             return func(*args, **kwargs)
+        padding = ROW_MULTIPLE - rows % ROW_MULTIPLE
         flat = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, padding))
         return func(flat, weight, *bias, **kwargs)[:rows].view(*x.shape[:-1], weight.shape[0])
 
 
-def autocast(device: torch.device, precision: str) -> AbstractContextManager:
+@contextmanager
+def autocast(device: torch.device, precision: str) -> Iterator[None]:
     """The context a forward pass runs in: nothing for fp32, torch.autocast otherwise (and, in
     bf16 on a CPU, linear layers' rows rounded for oneDNN's kernel cache)."""
     if precision == "fp32":
-        return nullcontext()
+        yield
+        return
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    context = ExitStack()
-    context.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
-    if device.type == "cpu" and dtype == torch.bfloat16:
-        context.enter_context(LinearRowsRounded())
-    return context
+    rounded = device.type == "cpu" and dtype == torch.bfloat16
+    with torch.autocast(device_type=device.type, dtype=dtype), (
+            LinearRowsRounded() if rounded else nullcontext()):
+        yield
