@@ -91,6 +91,21 @@ VARIANTS = {
 }
 
 
+def use_variant(run, name: str) -> None:
+    """The run's precision and attention core as variant ``name`` has them."""
+    run.precision, core = VARIANTS[name]
+    attention.F = F  # None: the package's own path (bf16 on a CPU: an fp32 core)
+    if core is not None:
+        functional = Functional()
+        functional.scaled_dot_product_attention = core
+        attention.F = functional
+
+
+def real_tokens(batches: list, pad_id: int) -> int:
+    """Source + target tokens of ``batches``, padding not counted."""
+    return sum(int((b.source != pad_id).sum()) + b.num_target_tokens for b in batches)
+
+
 def windows(names: list[str], steps: int, count: int) -> int:
     """Each variant in a fresh process: ``count`` windows of ``steps`` new batches each."""
     rows = []
@@ -105,32 +120,27 @@ def windows(names: list[str], steps: int, count: int) -> int:
     print("| variant | ms/step, window by window | median after the first 2 "
           "| real tokens/s after the first 2 |\n|---|---|---:|---:|")
     for name, result in rows:
-        later = statistics.median(result["ms"][2:] or result["ms"])
-        print(f"| {name} | {' '.join(f'{ms:.0f}' for ms in result['ms'])} | {later:.1f} | "
+        print(f"| {name} | {' '.join(f'{ms:.0f}' for ms in result['ms'])} | "
+              f"{result['median_ms']:.1f} | "
               f"{result['tokens_per_s']:,.0f} |")
     return 0
 
 
 def child_windows(name: str, steps: int, count: int) -> int:
     run, trainer = build_trainer()
-    run.precision, core = VARIANTS[name]
-    attention.F = F
-    if core is not None:
-        functional = Functional()
-        functional.scaled_dot_product_attention = core
-        attention.F = functional
+    use_variant(run, name)
     source, times, tokens = trainer.batches(), [], []
     for _ in range(count):
         batches = [next(source) for _ in range(steps)]
-        tokens.append(sum(int((b.source != run.tokenizer.pad_id).sum()) + b.num_target_tokens
-                          for b in batches))
+        tokens.append(real_tokens(batches, run.tokenizer.pad_id))
         stream, started = iter(batches), time.perf_counter()
         for _ in batches:
             trainer.train_step(stream)
         times.append((time.perf_counter() - started) / steps * 1000)
     later = slice(2, None) if count > 2 else slice(None)  # after the first 2 windows
     seconds = sum(times[later]) * steps / 1000
-    print(json.dumps({"ms": times, "tokens_per_s": sum(tokens[later]) / seconds}))
+    print(json.dumps({"ms": times, "median_ms": statistics.median(times[later]),
+                      "tokens_per_s": sum(tokens[later]) / seconds}))
     return 0
 
 
@@ -156,8 +166,6 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if a != "--fresh"]
     names = args[0].split(",") if args else list(VARIANTS)
     steps = int(args[1]) if len(args) > 1 else 10
-    functional = Functional()
-    attention.F = functional
     run, trainer = build_trainer()
     source = trainer.batches()
     batches = [next(source) for _ in range(steps)]
@@ -165,10 +173,7 @@ def main() -> int:
     real: dict[str, float] = {}  # source + target tokens (padding not counted) a second
     for _ in range(3):
         for name in names:
-            run.precision, core = VARIANTS[name]
-            functional.scaled_dot_product_attention = core or FUSED
-            if core is None:  # the package's own path: bf16 on a CPU takes the explicit steps
-                attention.F = F
+            use_variant(run, name)
             if fresh:  # batches this process has not met yet, as in a run
                 batches = [next(source) for _ in range(steps)]
             else:
@@ -179,10 +184,8 @@ def main() -> int:
                 trainer.train_step(stream)
             seconds = time.perf_counter() - started
             if seconds / steps * 1000 < best[name]:  # fresh batches differ: count real tokens
-                real[name] = sum(int((b.source != run.tokenizer.pad_id).sum())
-                                 + b.num_target_tokens for b in batches) / seconds
+                real[name] = real_tokens(batches, run.tokenizer.pad_id) / seconds
             best[name] = min(best[name], seconds / steps * 1000)
-            attention.F = functional
     flags = ", ".join(native_bf16_flags()) or "no native bf16"
     kind = "new batches each round" if fresh else "the same batches each round"
     capacity = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")

@@ -112,7 +112,6 @@ def test_fused_and_explicit_paths_agree():
     assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
 
 
-
 def test_bf16_on_a_cpu_projects_in_bf16_and_attends_in_fp32():
     """Under bf16 autocast on a CPU the projections run in bf16 and the attention core in fp32
     (oneDNN would compile a bf16 kernel for every new batch shape): the weights come back in
@@ -134,6 +133,7 @@ def test_bf16_on_a_cpu_projects_in_bf16_and_attends_in_fp32():
                              .masked_fill(~mask, float("-inf")), dim=-1)
     assert torch.allclose(weights, expected, atol=1e-6)
     assert torch.allclose(fused.float(), explicit.float(), atol=1e-2)
+
 
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="divisible"):

@@ -54,7 +54,6 @@ def test_autocast_only_below_fp32():
         assert (x @ x).dtype == torch.bfloat16
 
 
-
 class LinearShapes(torch.overrides.TorchFunctionMode):
     """Records the input shape of every F.linear call that reaches it."""
 
@@ -88,6 +87,7 @@ def test_bf16_on_a_cpu_rounds_linear_rows_and_changes_no_result():
     with LinearShapes() as seen, autocast(cpu, "fp32"):
         layer(torch.randn(3, 7, 16))
     assert seen.shapes == [(3, 7, 16)]  # fp32 is left alone
+
 
 # ---------------------------------------------------------------- Apple silicon (MPS)
 # This machine has no MPS: torch.backends.mps.is_available is stubbed, and the paths MPS takes
