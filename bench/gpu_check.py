@@ -153,7 +153,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 batch_tokens=args.batch_tokens or 25_000, seconds=args.seconds or 90.0,
                 warmup_steps={"eager": 3, "compile": 10}, matmul_size=8192, profile_steps=3,
                 ddp_steps=50, ddp_eval_sentences=50, decode_sentences=None,
-                decode_seconds=60.0, timeout_s=240, budget_s=420.0, extra=args.overrides)
+                decode_seconds=60.0, timeout_s=240, budget_s=args.budget or 420.0,
+                extra=args.overrides)
 
 
 @dataclass
@@ -168,11 +169,19 @@ class Check:
     env: dict[str, str]  # for the subprocesses (the tests, torchrun)
     sweep_batch_tokens: list[int]
     peak: float | None = None  # the measured bf16 matmul FLOP/s
-    trained: Run | None = None  # the latest training run, whose weights decode
+    trained: Run | None = None  # the training run with the most steps, whose weights decode
+    trained_steps: int = 0
     eager: tuple[Trainer, Iterator[Batch]] | None = None  # the eager run, to profile
 
     def say(self, message: str) -> None:
         self.report.log(message)
+
+    def keep_trained(self, run: Run, record: Record) -> None:
+        """Decode with ``run``'s weights if it trained more steps than the run kept so far (a
+        compiled run that spent its window recompiling must not stand for the eager one)."""
+        steps = record["steps"] + len(record["warmup_step_seconds"])
+        if steps > self.trained_steps:
+            self.trained, self.trained_steps = run, steps
 
 
 # ---------------------------------------------------------------- the steps
@@ -266,7 +275,7 @@ def train_eager(check: Check, record: Record) -> None:
     batches = timed_training("eager", run, trainer, plan.warmup_steps["eager"], plan.seconds,
                              check.peak, baseline, record, check.say)
     check.eager = trainer, batches
-    check.trained = run
+    check.keep_trained(run, record)
 
 
 def train_compiled(check: Check, record: Record) -> None:
@@ -280,7 +289,7 @@ def train_compiled(check: Check, record: Record) -> None:
     record["backend"] = "aot_eager (rehearsal)" if plan.rehearsal else "inductor"
     timed_training("compile", run, trainer, plan.warmup_steps["compile"], plan.seconds,
                    check.peak, baseline, record, check.say)
-    check.trained = run
+    check.keep_trained(run, record)
     record["sweep"] = []
     for batch_tokens in check.sweep_batch_tokens:  # the same compiled model, other batches
         run.sampler = TokenBatchSampler(run.train_data.lengths(), batch_tokens,
@@ -324,7 +333,8 @@ def decode_flores(check: Check, record: Record) -> None:
     if run is None:
         raise RuntimeError("no trained weights (both training steps failed)")
     record["weights"] = (f"the {run.run_dir.path.name} run's weights after "
-                         f"{plan.seconds:g} s of training, {run.precision}")
+                         f"{check.trained_steps:,} steps ({plan.seconds:g} s timed), "
+                         f"{run.precision}")
     sources = file_lines(check.data / "flores-dev.hi")[: plan.decode_sentences]
     references = file_lines(check.data / "flores-dev.en")[: plan.decode_sentences]
     cap = max(5.0, min(plan.decode_seconds, (plan.budget_s - check.report.elapsed) / 2))
@@ -980,6 +990,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sweep-batch-tokens", type=int, nargs="+", default=[], metavar="N",
                         help=f"after the compiled run, {SWEEP_SECONDS:g} s more at each of "
                         "these batch sizes (same model; about 20 s each)")
+    parser.add_argument("--only", nargs="+", default=None, metavar="STEP",
+                        choices=[name for name, _ in check_steps()],
+                        help="run only these steps (environment and data always run); the "
+                        "others are recorded as not run")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds the whole check may take; decoding and the profile "
+                        "shrink to fit (default 420)")
     parser.add_argument("--ddp-worker", metavar="SPEC", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="more config overrides (section.key=value)")
     return parser.parse_args(argv)
@@ -1039,6 +1056,10 @@ def main() -> int:
         return 2
     check = start_check(args)
     for name, step in check_steps():
+        if args.only and name not in (*args.only, "environment", "data"):
+            check.report.results["steps"][name] = {"status": "not run", "seconds": 0,
+                                                   "summary": "not asked for (--only)"}
+            continue
         with check.report.step(name) as record:
             step(check, record)
     return finish(check)
