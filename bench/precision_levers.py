@@ -88,7 +88,36 @@ VARIANTS = {
     "bf16-attention-fp32": ("bf16", attention_core_in_fp32),
     "fp32-explicit": ("fp32", explicit_steps),
     "bf16-explicit": ("bf16", explicit_steps),
+    "bf16-weights": ("bf16", None),  # + nn.Linear weights kept in bf16, fp32 masters (below)
 }
+
+
+def bf16_weights_with_fp32_masters(run) -> None:
+    """Issue 32's lever "no per-step casts of weights": every nn.Linear's weight and bias held
+    in bf16 (autocast then casts none of them), the optimiser updating fp32 master copies
+    (the grads copied up before its step, the masters copied down after). The tied output
+    layer stays fp32 (it is the target embedding). Only for --windows: it changes the model
+    for good, so each such variant needs a process of its own."""
+    masters = {}
+    for module in run.model.modules():
+        if isinstance(module, torch.nn.Linear):
+            for param in module.parameters():
+                masters[param] = param.detach().clone()  # fp32
+                param.data = param.data.to(torch.bfloat16)
+    for group in run.optimizer.param_groups:
+        group["params"] = [masters.get(param, param) for param in group["params"]]
+    pairs = list(masters.items())
+    step = run.optimizer.step
+
+    def master_step(*args, **kwargs):
+        for param, master in pairs:
+            master.grad = None if param.grad is None else param.grad.float()
+        result = step(*args, **kwargs)
+        for param, master in pairs:
+            param.data.copy_(master)
+        return result
+
+    run.optimizer.step = master_step
 
 
 def use_variant(run, name: str) -> None:
@@ -129,6 +158,8 @@ def windows(names: list[str], steps: int, count: int) -> int:
 def child_windows(name: str, steps: int, count: int) -> int:
     run, trainer = build_trainer()
     use_variant(run, name)
+    if name == "bf16-weights":
+        bf16_weights_with_fp32_masters(run)
     source, times, tokens = trainer.batches(), [], []
     for _ in range(count):
         batches = [next(source) for _ in range(steps)]
@@ -164,7 +195,9 @@ def main() -> int:
         return windows(names, int(sys.argv[2]), int(sys.argv[at + 1]))
     fresh = "--fresh" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--fresh"]
-    names = args[0].split(",") if args else list(VARIANTS)
+    names = args[0].split(",") if args else [n for n in VARIANTS if n != "bf16-weights"]
+    if "bf16-weights" in names:
+        raise SystemExit("bf16-weights changes the model for good: time it with --windows")
     steps = int(args[1]) if len(args) > 1 else 10
     run, trainer = build_trainer()
     source = trainer.batches()
