@@ -81,12 +81,34 @@ def test_bf16_on_a_cpu_rounds_linear_rows_and_changes_no_result():
             got = layer(x), torch.nn.functional.linear(x, layer.weight)
         rows = x.shape[:-1].numel()
         padded = -(-rows // device.ROW_MULTIPLE) * device.ROW_MULTIPLE
-        assert seen.shapes == [(padded, 16)] * 2 if padded != rows else [shape] * 2, shape
+        assert seen.shapes == [(padded, 16)] * 2, shape
         for a, b in zip(got, expected):
             assert a.shape == b.shape and a.dtype == torch.bfloat16 and torch.equal(a, b)
     with LinearShapes() as seen, autocast(cpu, "fp32"):
         layer(torch.randn(3, 7, 16))
     assert seen.shapes == [(3, 7, 16)]  # fp32 is left alone
+
+
+def test_rounded_linear_rows_compile_once_for_every_row_count():
+    """Under torch.compile (dynamic shapes) the rounding is one graph for every batch shape: a
+    branch on whether the rows are already a multiple was a guard, and batches alternating
+    between the two cases recompiled until torch gave up compiling (train.compile in bf16)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    layer = torch.nn.Linear(16, 5)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(layer, backend="eager", dynamic=True)
+    for rows in (5, 32, 7, 64, 9, 40):
+        x = torch.randn(2, rows, 16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = layer(x)
+        with autocast(torch.device("cpu"), "bf16"):
+            got = compiled(x)
+        assert torch.equal(got, expected), rows
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------- Apple silicon (MPS)

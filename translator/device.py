@@ -133,13 +133,13 @@ class LinearRowsRounded(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is not F.linear:
+        if func is not F.linear or args[0].dim() < 2:
             return func(*args, **kwargs)
         x, weight, *bias = args
         rows = x.shape[:-1].numel()
-        if x.dim() < 2 or rows % ROW_MULTIPLE == 0:
-            return func(*args, **kwargs)
-        padding = ROW_MULTIPLE - rows % ROW_MULTIPLE
+        # no branch on rows (a multiple already gets a padding of 0): under torch.compile a
+        # branch on a batch's shape would be a guard, and each new shape a recompilation
+        padding = -rows % ROW_MULTIPLE
         flat = F.pad(x.reshape(rows, x.shape[-1]), (0, 0, 0, padding))
         return func(flat, weight, *bias, **kwargs)[:rows].view(*x.shape[:-1], weight.shape[0])
 
