@@ -3,6 +3,8 @@ autocast only where a lower precision is asked for."""
 
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
 
 from translator import device
 from translator.build import precision_reason
@@ -93,9 +95,6 @@ def test_rounded_linear_rows_compile_once_for_every_row_count():
     """Under torch.compile (dynamic shapes) the rounding is one graph for every batch shape: a
     branch on whether the rows are already a multiple was a guard, and batches alternating
     between the two cases recompiled until torch gave up compiling (train.compile in bf16)."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
     layer = torch.nn.Linear(16, 5)
     torch._dynamo.reset()
     counters.clear()
