@@ -4,6 +4,7 @@ eager and compiled, DDP over NCCL under torchrun, and FLORES decoding speed.
     python3 bench/gpu_check.py --prepare                   # here, once: data + 32k tokenizer
     python3 bench/gpu_check.py --out DIR                   # on the GPU: about 7 minutes
     python3 bench/gpu_check.py --out DIR --cpu-rehearsal   # here: the same steps, tiny, gloo
+    python3 bench/gpu_check.py --out DIR --only train_eager decode --seconds 60 --budget 150
 
 The steps, in order, are the table in check_steps() below, each one function; each is guarded
 so that a failure is logged and the rest still run.
