@@ -99,15 +99,17 @@ def test_rounded_linear_rows_compile_once_for_every_row_count():
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(layer, backend="eager", dynamic=True)
-    for rows in (5, 32, 7, 64, 9, 40):
-        x = torch.randn(2, rows, 16)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            expected = layer(x)
-        with autocast(torch.device("cpu"), "bf16"):
-            got = compiled(x)
-        assert torch.equal(got, expected), rows
-    assert counters["stats"]["unique_graphs"] == 1
-    torch._dynamo.reset()
+    try:
+        for rows in (5, 32, 7, 64, 9, 40):
+            x = torch.randn(2, rows, 16)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                expected = layer(x)
+            with autocast(torch.device("cpu"), "bf16"):
+                got = compiled(x)
+            assert torch.equal(got, expected), rows
+        assert counters["stats"]["unique_graphs"] == 1
+    finally:  # later tests must not inherit this test's compiled code
+        torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------- Apple silicon (MPS)
