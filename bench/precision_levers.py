@@ -197,7 +197,9 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if a != "--fresh"]
     names = args[0].split(",") if args else [n for n in VARIANTS if n != "bf16-weights"]
     if "bf16-weights" in names:
-        raise SystemExit("bf16-weights changes the model for good: time it with --windows")
+        print("error: bf16-weights changes the model for good, so it cannot alternate with other "
+              "variants in one process; time it with --windows N", file=sys.stderr)
+        return 2
     steps = int(args[1]) if len(args) > 1 else 10
     run, trainer = build_trainer()
     source = trainer.batches()
