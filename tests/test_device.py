@@ -20,6 +20,14 @@ from translator.device import (
 from translator.dropout import dropout, dropout_state
 
 
+@pytest.fixture(autouse=True)
+def _cudnn_attention_restored():
+    """resolve_device("cuda") switches cuDNN's attention off process-wide; put it back."""
+    enabled = torch.backends.cuda.cudnn_sdp_enabled()
+    yield
+    torch.backends.cuda.enable_cudnn_sdp(enabled)
+
+
 def test_device_names():
     assert resolve_device("cpu") == torch.device("cpu")
     expected = "cuda" if torch.cuda.is_available() else "cpu"
@@ -128,6 +136,16 @@ def test_auto_chooses_cuda_then_mps_then_the_cpu(monkeypatch):
     assert resolve_device("auto") == torch.device("cpu")
     with pytest.raises(DeviceError, match=r"asks for Apple's GPU \(MPS\) but torch finds none"):
         resolve_device("mps")
+
+
+def test_a_gpu_keeps_attention_off_cudnn(monkeypatch):
+    # cuDNN's attention builds a graph per batch shape: 6.5x slower training on an H200
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    resolve_device("cpu")
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # a CPU run leaves the setting alone
+    resolve_device("cuda")
+    assert not torch.backends.cuda.cudnn_sdp_enabled()
 
 
 def test_mps_computes_in_fp32_unless_asked():

@@ -63,7 +63,18 @@ def resolve_device(name: str) -> torch.device:
         raise DeviceError(f"device {name} asks for Apple's GPU (MPS) but torch finds none here "
                           "(it needs Apple silicon, macOS 12.3 or later and a torch built with "
                           "MPS); use cpu or auto")
+    if device.type == "cuda":
+        avoid_cudnn_attention()
     return device
+
+
+def avoid_cudnn_attention() -> None:
+    """Keep ``scaled_dot_product_attention`` off cuDNN's backend on GPUs (torch then takes
+    its memory-efficient or flash kernel). Why: cuDNN builds an attention graph for each new
+    (batch, length) shape, and a run's batches bring new shapes for hundreds of steps: on an
+    H200, Transformer-base in bf16 ran 48,570 tokens/s with it and 314,585 without
+    (bench/gpu_check.py, 2026-12-04, docs/gpu.md)."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 # the device types whose torch has fused AdamW kernels (one kernel for all parameters)
