@@ -48,7 +48,8 @@ def mps_available() -> bool:
 
 def resolve_device(name: str) -> torch.device:
     """"auto" → CUDA if visible, else MPS (Apple silicon) if available, else CPU; under
-    torchrun "cuda" means this process's GPU."""
+    torchrun "cuda" means this process's GPU. Handing out a CUDA device also keeps attention off
+    cuDNN's backend (`avoid_cudnn_attention`), so every caller gets the fast kernels."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu"
     if name == "cuda" and dist.is_initialized():
